@@ -1,0 +1,152 @@
+"""The command line: ``bake-plan [plan] --target T…``, ``bake-plan stages``.
+
+The core raises :class:`bake.errors.BakePlanError`; only this module prints and picks exit
+statuses: 0 success, 2 bad input (one line on stderr, no traceback, no file written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import re
+import sys
+from typing import List, Optional, Sequence
+
+from bake import __version__
+from bake.errors import BakePlanError, UsageError
+from bake.naming import check_platform, check_registry
+
+COMMANDS = ("plan", "stages")
+FORMATS = ("hcl", "json")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}\Z")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse's own errors: one line, exit 2
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="bake-plan", description="Turn a family of container images into a Docker Buildx bake plan.")
+    parser.add_argument("--version", action="version", version=f"bake-plan {__version__}")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    plan = sub.add_parser("plan", help="write the bake plan for targets and their ancestors (the default command)")
+    plan.add_argument("--target", "-t", action="append", required=True, metavar="T",
+                      help="stage or bake target to plan (repeatable); its ancestors come along")
+    plan.add_argument("--platform", action="append", default=[], metavar="P",
+                      help="os/arch, e.g. linux/arm64 (repeatable; a comma list works too). "
+                           "Default: every platform each stage supports. Exactly one makes a per-arch plan")
+    plan.add_argument("--registry", help="registry/namespace for every image, e.g. localhost:5555/ci")
+    plan.add_argument("--date", help="YYYY-MM-DD for nightly tags (default: SOURCE_DATE_EPOCH, else today in UTC)")
+    plan.add_argument("--format", choices=FORMATS, default="hcl", help="plan file format (default hcl)")
+    plan.add_argument("-o", "--output", help="file to write, or - for stdout (default docker-bake.hcl / docker-bake.json)")
+
+    sub.add_parser("stages", help="list every stage: its plugin, parent and platforms")
+    return parser
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    argv = list(argv)
+    # `bake-plan --target X` means `bake-plan plan --target X`.
+    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
+        argv.insert(0, "plan")
+    return build_parser().parse_args(argv)
+
+
+def plan_date(value: Optional[str], environ=os.environ) -> datetime.date:
+    """``--date``, else ``SOURCE_DATE_EPOCH`` (reproducible-builds.org), else today in UTC.
+
+    :raises UsageError: a date that is not a real YYYY-MM-DD day, or a non-integer epoch.
+    """
+    if value is not None:
+        try:
+            if not _DATE.match(value):
+                raise ValueError
+            return datetime.date.fromisoformat(value)
+        except ValueError:
+            raise UsageError(f"--date {value!r} is not a date in the form YYYY-MM-DD") from None
+    epoch = environ.get("SOURCE_DATE_EPOCH")
+    if epoch:
+        try:
+            return datetime.datetime.fromtimestamp(int(epoch), tz=datetime.timezone.utc).date()
+        except (ValueError, OverflowError, OSError):
+            raise UsageError(f"SOURCE_DATE_EPOCH {epoch!r} is not a Unix time in seconds") from None
+    return datetime.datetime.now(tz=datetime.timezone.utc).date()
+
+
+def plan_platforms(values: Sequence[str]) -> tuple:
+    """Normalised, de-duplicated ``--platform`` values. :raises UsageError: an unknown platform."""
+    out = []
+    for value in values:
+        for item in value.split(","):
+            try:
+                out.append(check_platform(item))
+            except ValueError as err:
+                raise UsageError(f"--platform: {err}") from None
+    return tuple(dict.fromkeys(out))
+
+
+def _cmd_plan(args) -> int:
+    from bake.api import FORMATS as DEFAULT_FILES, make_plan, render
+    from bake.compose import PlanOptions
+    from bake.output import write_atomic
+
+    if args.registry is not None:
+        try:
+            check_registry(args.registry)
+        except ValueError as err:
+            raise UsageError(f"--registry: {err}") from None
+    options = PlanOptions(
+        targets=tuple(args.target),
+        date=plan_date(args.date),
+        platforms=plan_platforms(args.platform),
+        registry=args.registry,
+    )
+    composition = make_plan(options)
+    output = args.output or DEFAULT_FILES[args.format]
+    filename = os.path.basename(output) if output != "-" else DEFAULT_FILES[args.format]
+    write_atomic(output, render(composition, args.format, filename=filename))
+
+    out = sys.stderr if output == "-" else sys.stdout
+    targets = composition.plan["target"]
+    where = "stdout" if output == "-" else output
+    print(f"bake-plan: wrote {len(targets)} targets for {', '.join(composition.requested)} to {where}", file=out)
+    for name, target in targets.items():
+        tags = ", ".join(t.rsplit("/", 1)[-1] for t in target.get("tags", [])) or "(not tagged)"
+        print(f"  {name:<28} {','.join(target['platforms']):<24} {tags}", file=out)
+    return 0
+
+
+def _cmd_stages(args) -> int:
+    from bake.plugins import Hooks, get_plugin_manager
+
+    stages = Hooks(get_plugin_manager()).collect_stages()
+    rows = [("STAGE", "PLUGIN", "PARENT", "PLATFORMS")]
+    for stage in sorted(stages.values(), key=lambda s: s.name):
+        parent = stage.parent or (f"image {stage.base_image}" if stage.base_image else "-")
+        rows.append((stage.name, stage.plugin, parent, ",".join(stage.platforms)))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[3])
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Entry point of the ``bake-plan`` console script. Returns the exit status."""
+    try:
+        args = parse_args(sys.argv[1:] if argv is None else argv)
+        if args.command == "stages":
+            return _cmd_stages(args)
+        return _cmd_plan(args)
+    except BakePlanError as err:
+        print(f"bake-plan: error: {err}", file=sys.stderr)
+        return err.exit_status
+    except KeyboardInterrupt:
+        print("bake-plan: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""Names the registries and buildx accept: image repositories, registries, tags, platforms, targets.
+
+The grammars come from the distribution reference spec (distribution/reference, as used by
+Docker) and from buildx: target names match ``[a-zA-Z0-9_-]+``. Checkers raise ``ValueError``
+with a message; callers add where the value came from.
+"""
+
+from __future__ import annotations
+
+import re
+
+# distribution/reference: path components and tags.
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE_NAME = re.compile(rf"{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*\Z")
+_HOST = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?))*(?::[0-9]+)?"
+_REGISTRY = re.compile(rf"{_HOST}(?:/{_PATH_COMPONENT})*\Z")
+_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
+_TARGET_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_MAX_REPOSITORY = 255  # distribution: the whole "host/path" name
+
+# Platforms bake-plan knows how to name per arch: buildx's os/arch[/variant] → tag suffix.
+PLATFORM_ARCH = {
+    "linux/amd64": "amd64",
+    "linux/arm64": "arm64",
+    "linux/arm/v7": "armv7",
+    "linux/arm/v6": "armv6",
+    "linux/ppc64le": "ppc64le",
+    "linux/s390x": "s390x",
+    "linux/riscv64": "riscv64",
+    "linux/386": "386",
+}
+_PLATFORM_ALIASES = {"linux/arm64/v8": "linux/arm64", "linux/x86_64": "linux/amd64", "linux/aarch64": "linux/arm64"}
+
+
+def check_image_name(name: str) -> str:
+    """A repository path under a registry, e.g. ``jax`` or ``team/upstream-pax``. Lower case only."""
+    if not _IMAGE_NAME.match(name):
+        raise ValueError(
+            f"image name {name!r} is not a valid repository path (lower-case letters, digits, "
+            "and . _ - between them, components separated by /)"
+        )
+    return name
+
+
+def check_registry(registry: str) -> str:
+    """A registry host with an optional port and namespace, e.g. ``ghcr.io/nvidia``, ``localhost:5555``."""
+    if not _REGISTRY.match(registry):
+        raise ValueError(
+            f"registry {registry!r} is not host[:port][/namespace] (namespace in lower case)"
+        )
+    return registry
+
+
+def check_tag(tag: str) -> str:
+    """A tag registries accept: ``[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}``."""
+    if not _TAG.match(tag):
+        raise ValueError(
+            f"tag {tag!r} is not valid: registries take up to 128 of A-Z a-z 0-9 _ . -, not starting with . or -"
+        )
+    return tag
+
+
+def check_repository(repository: str) -> str:
+    """A whole ``registry/image`` name; registries refuse names over 255 characters."""
+    if len(repository) > _MAX_REPOSITORY:
+        raise ValueError(f"image reference {repository[:60]!r}… is longer than {_MAX_REPOSITORY} characters")
+    return repository
+
+
+def check_platform(platform: str) -> str:
+    """Normalise a platform to buildx's ``os/arch[/variant]`` form.
+
+    :raises ValueError: for a platform outside :data:`PLATFORM_ARCH` (bake-plan needs to name its
+        arch in per-arch tags).
+    """
+    if not isinstance(platform, str):
+        raise ValueError(f"platform {platform!r} is not a string")
+    value = platform.strip().lower()
+    value = _PLATFORM_ALIASES.get(value, value)
+    if value not in PLATFORM_ARCH:
+        raise ValueError(
+            f"unsupported platform {platform!r} (known: {', '.join(PLATFORM_ARCH)})"
+        )
+    return value
+
+
+def arch_of(platform: str) -> str:
+    """The per-arch tag suffix of a normalised platform: ``linux/arm64`` → ``arm64``."""
+    return PLATFORM_ARCH[platform]
+
+
+def target_name(name: str) -> str:
+    """A bake target name: buildx takes ``[a-zA-Z0-9_-]+``, so every other character becomes ``_``
+    (``jax-0.4.30`` → ``jax-0_4_30``)."""
+    return _TARGET_UNSAFE.sub("_", name)

@@ -1,0 +1,112 @@
+"""Rendering: the plan (buildx's JSON shape) as HCL through ``docker-bake.hcl.tmpl``, or as JSON.
+
+Both forms resolve under ``docker buildx bake --print`` to exactly the in-memory plan. bake
+interpolates ``${`` and ``%{`` in every string of HCL *and* JSON files (buildx docs, "Bake file
+reference"), so literals are written ``$${`` and ``%%{`` in both; HCL strings also need quotes,
+backslashes and control characters escaped.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from pathlib import Path
+from typing import Iterable
+
+from bake import __version__
+
+
+def escape_interpolation(value: str) -> str:
+    """Make ``value`` literal for bake: ``${`` → ``$${`` and ``%{`` → ``%%{`` (HCL template syntax)."""
+    return value.replace("${", "$${").replace("%{", "%%{")
+
+
+def _escape_tree(node):
+    if isinstance(node, str):
+        return escape_interpolation(node)
+    if isinstance(node, list):
+        return [_escape_tree(v) for v in node]
+    if isinstance(node, dict):
+        # Keys are names (targets, args, labels); bake does not interpolate them.
+        return {k: _escape_tree(v) for k, v in node.items()}
+    return node
+
+
+def to_json(plan: dict) -> str:
+    """The plan as a bake JSON file: UTF-8, two-space indent, keys in plan order, newline at the end."""
+    return json.dumps(_escape_tree(plan), indent=2, ensure_ascii=False) + "\n"
+
+
+_HCL_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def hcl_string(value: str) -> str:
+    """A quoted HCL string literal whose value is exactly ``value``."""
+    out = []
+    for ch in escape_interpolation(value):
+        if ch in _HCL_ESCAPES:
+            out.append(_HCL_ESCAPES[ch])
+        elif ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 or ch in "\u2028\u2029":
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def _hcl_value(value, indent: str) -> str:
+    if isinstance(value, str):
+        return hcl_string(value)
+    if isinstance(value, list):
+        if not value:
+            return "[]"
+        inner = indent + "  "
+        return "[\n" + "".join(f"{inner}{_hcl_value(v, inner)},\n" for v in value) + f"{indent}]"
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        inner = indent + "  "
+        body = "".join(f"{inner}{hcl_string(k)} = {_hcl_value(v, inner)}\n" for k, v in value.items())
+        return "{\n" + body + indent + "}"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return json.dumps(value)
+    raise TypeError(f"cannot render {type(value).__name__} in a bake file")
+
+
+def _hcl_block(kind: str, name: str, attrs: dict) -> str:
+    lines = [f"{kind} {hcl_string(name)} {{"]
+    for key, value in attrs.items():
+        lines.append(f"  {key} = {_hcl_value(value, '  ')}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+class _PlanTemplate(string.Template):
+    delimiter = "@"  # "$" is HCL's own interpolation character
+
+
+def to_hcl(plan: dict, template: Path, requested: Iterable[str], filename: str = "docker-bake.hcl") -> str:
+    """The plan as HCL, laid out by ``template`` (placeholders ``@groups``, ``@targets``,
+    ``@version``, ``@requested``, ``@date``, ``@filename``).
+
+    :raises KeyError: the template names a placeholder that does not exist.
+    """
+    groups = "\n".join(_hcl_block("group", n, g) for n, g in plan.get("group", {}).items())
+    targets = "\n".join(_hcl_block("target", n, t) for n, t in plan.get("target", {}).items())
+    created = next(
+        (t["labels"].get("org.opencontainers.image.created", "") for t in plan.get("target", {}).values() if "labels" in t),
+        "",
+    )
+
+    def comment(text: str) -> str:  # keep user-controlled text on its comment line
+        return " ".join(text.split())
+
+    return _PlanTemplate(template.read_text(encoding="utf-8")).substitute(
+        version=__version__,
+        requested=comment(", ".join(requested)),
+        date=comment(created[:10]),
+        filename=comment(filename),
+        groups=groups.rstrip("\n"),
+        targets=targets.rstrip("\n"),
+    )

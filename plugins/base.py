@@ -1,0 +1,25 @@
+"""``base``: the root of the JAX-Toolbox family.
+
+Starts from a CUDA devel image (arg ``BASE_IMAGE``), adds Python, pip-tools (pinned: a minor
+release once broke ``-r`` includes), ``/opt/pip-tools.d`` and the helper scripts every child uses
+(``bake-fetch-source``, ``bake-write-requirements``, ``bake-pip-finalize``), taken from the
+``scripts`` named context.
+"""
+
+from bake import Stage, hookimpl
+from bake.resources import stage_dir, stages_dir
+
+CUDA_IMAGE = "nvidia/cuda:12.2.0-devel-ubuntu22.04"
+
+
+@hookimpl
+def bake_plan_stages():
+    return [
+        Stage(
+            name="base",
+            image="base",
+            context=stage_dir("base"),
+            base_image=CUDA_IMAGE,
+            contexts={"scripts": str(stages_dir() / "scripts")},
+        )
+    ]

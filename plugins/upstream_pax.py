@@ -1,0 +1,23 @@
+"""``upstream-pax``: paxml at ``/opt/paxml`` and praxis at ``/opt/praxis`` on the jax meal kit,
+for amd64 and arm64 (on arm64 the Dockerfile's extra builder stages make tensorflow-text and
+lingvo wheels, selected by ``TARGETARCH``)."""
+
+from bake import Source, Stage, hookimpl
+from bake.resources import stage_dir
+
+
+@hookimpl
+def bake_plan_stages():
+    return [
+        Stage(
+            name="upstream-pax",
+            image="upstream-pax",
+            context=stage_dir("upstream-pax"),
+            parent="jax",
+            platforms=("linux/amd64", "linux/arm64"),
+            sources=(
+                Source("PAXML", "https://github.com/google/paxml.git", "main", path="/opt/paxml"),
+                Source("PRAXIS", "https://github.com/google/praxis.git", "main", path="/opt/praxis"),
+            ),
+        )
+    ]

@@ -1,0 +1,167 @@
+"""Shared fixtures: the real buildx binaries, the installed CLI, and throw-away plugins.
+
+Tests that need buildx skip when it is missing, except under ``CI=true``, where a missing
+binary fails the run (``.ci/run`` installs both with ``scripts/test-engine install-buildx``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from bake.render import escape_interpolation
+
+ROOT = Path(__file__).resolve().parent.parent
+OLD_BUILDX_DEFAULT = "/var/tmp/bake-plan-engine/buildx-0.13/docker-buildx"
+CI = os.environ.get("CI") == "true"
+
+
+def _missing(what: str):
+    if CI:
+        pytest.fail(f"{what} is required under CI=true (run scripts/test-engine install-buildx)")
+    pytest.skip(f"{what} not available")
+
+
+class Buildx:
+    """One real buildx binary: ``bake --print`` a plan and get back buildx's resolved JSON."""
+
+    def __init__(self, argv, version):
+        self.argv = list(argv)
+        self.version = version  # (major, minor)
+
+    def __repr__(self):
+        return f"buildx {self.version[0]}.{self.version[1]}"
+
+    def print_plan(self, plan_file: Path, targets=(), cwd: Path = None, env=None) -> dict:
+        """``docker buildx bake -f PLAN --print TARGETS`` from ``cwd``, normalised by :func:`normalise`."""
+        proc = subprocess.run(
+            self.argv + ["bake", "-f", str(plan_file), "--print", *targets],
+            cwd=cwd, capture_output=True, text=True, env=env, timeout=120,
+        )
+        if proc.returncode != 0:
+            raise AssertionError(f"{self} bake --print failed ({proc.returncode}):\n{proc.stderr}")
+        return normalise(json.loads(proc.stdout), self.version)
+
+
+def _buildx_version(argv) -> tuple:
+    out = subprocess.run(argv + ["version"], capture_output=True, text=True, timeout=60).stdout
+    # "github.com/docker/buildx 0.29.1+ds1 ..." or "... v0.13.1 ..."
+    word = out.split()[1].lstrip("v")
+    major, minor = word.split(".")[:2]
+    return int(major), int(minor)
+
+
+@pytest.fixture(scope="session")
+def buildx_new():
+    if shutil.which("docker") is None:
+        _missing("the docker CLI")
+    argv = ["docker", "buildx"]
+    if subprocess.run(argv + ["version"], capture_output=True).returncode != 0:
+        _missing("docker buildx")
+    return Buildx(argv, _buildx_version(argv))
+
+
+@pytest.fixture(scope="session")
+def buildx_old():
+    path = os.environ.get("BAKE_PLAN_BUILDX_OLD", OLD_BUILDX_DEFAULT)
+    if not os.access(path, os.X_OK):
+        _missing(f"buildx 0.13 at {path}")
+    return Buildx([path], _buildx_version([path]))
+
+
+@pytest.fixture(scope="session", params=["new", "old"])
+def buildx(request):
+    """Each real buildx in turn: Debian sid's 0.29 and trixie's 0.13."""
+    return request.getfixturevalue(f"buildx_{request.param}")
+
+
+# buildx 0.23 (docker/buildx#3097) re-escapes these when printing, so its --print output can be
+# read back as a bake file; tags and the rest come back unescaped.
+_REESCAPED = ("args", "labels", "dockerfile-inline")
+
+
+def _unescape(value: str) -> str:
+    return value.replace("$${", "${").replace("%%{", "%{")
+
+
+def _cache_entry(entry):
+    if isinstance(entry, dict):
+        return dict(sorted(entry.items()))
+    return dict(sorted(part.split("=", 1) for part in entry.split(",")))
+
+
+def normalise(printed: dict, version: tuple) -> dict:
+    """Bring buildx's printed JSON to the plan's own form: literal strings, cache entries as dicts."""
+    for target in printed.get("target", {}).values():
+        if version >= (0, 23):
+            for key in _REESCAPED:
+                if isinstance(target.get(key), str):
+                    target[key] = _unescape(target[key])
+                elif isinstance(target.get(key), dict):
+                    target[key] = {k: _unescape(v) if isinstance(v, str) else v for k, v in target[key].items()}
+        for key in ("cache-from", "cache-to"):
+            if key in target:
+                target[key] = [_cache_entry(e) for e in target[key]]
+    return printed
+
+
+def expected_target(target: dict) -> dict:
+    """A plan target in the form :func:`normalise` gives buildx's output."""
+    out = dict(target)
+    for key in ("cache-from", "cache-to"):
+        if key in out:
+            out[key] = [_cache_entry(e) for e in out[key]]
+    return out
+
+
+@pytest.fixture(scope="session")
+def cli():
+    """Run the installed ``bake-plan`` console script as a user would."""
+    exe = Path(sys.executable).parent / "bake-plan"
+    if not exe.exists():
+        found = shutil.which("bake-plan")
+        if found is None:
+            pytest.fail("bake-plan is not installed: pip install . first")
+        exe = Path(found)
+
+    def run(*args, cwd=None, env=None, check=False, pythonpath=None):
+        full_env = dict(os.environ if env is None else env)
+        if pythonpath:
+            full_env["PYTHONPATH"] = os.pathsep.join(str(p) for p in pythonpath)
+        proc = subprocess.run([str(exe), *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=120)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"bake-plan {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
+        return proc
+
+    return run
+
+
+@pytest.fixture
+def make_plugin(tmp_path_factory):
+    """Write a plugin module and its distribution metadata (what ``pip install`` leaves behind: a
+    ``.dist-info`` with ``entry_points.txt``) into a directory for ``PYTHONPATH``."""
+    counter = {"n": 0}
+
+    def make(source: str, name: str = None) -> Path:
+        counter["n"] += 1
+        ep_name = name or f"test-plugin-{counter['n']}"
+        module = f"bake_plan_test_plugin_{counter['n']}"
+        site = tmp_path_factory.mktemp("plugin-site")
+        (site / f"{module}.py").write_text(textwrap.dedent(source))
+        dist = site / f"{module}-0.0.dist-info"
+        dist.mkdir()
+        (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module}\nVersion: 0.0\n")
+        (dist / "entry_points.txt").write_text(f"[bake_plan]\n{ep_name} = {module}\n")
+        return site
+
+    return make
+
+
+__all__ = ["ROOT", "escape_interpolation", "expected_target", "normalise"]
