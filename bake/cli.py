@@ -1,7 +1,8 @@
-"""The command line: ``bake-plan [plan] --target T…``, ``bake-plan stages``.
+"""The command line: ``bake-plan [plan] --target T…``, ``bake-plan build``, ``bake-plan stages``.
 
 The core raises :class:`bake.errors.BakePlanError`; only this module prints and picks exit
-statuses: 0 success, 2 bad input (one line on stderr, no traceback, no file written).
+statuses: 0 success, 1 a build that failed, 2 bad input (one line on stderr, no traceback, no
+file written).
 """
 
 from __future__ import annotations
@@ -11,15 +12,17 @@ import datetime
 import os
 import re
 import sys
+from pathlib import Path
 from typing import List, Optional, Sequence
 
 from bake import __version__
 from bake.errors import BakePlanError, UsageError
 from bake.naming import check_platform, check_registry
 
-COMMANDS = ("plan", "stages")
+COMMANDS = ("plan", "build", "stages")
 FORMATS = ("hcl", "json")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}\Z")
+_IMAGE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*\Z")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -27,21 +30,39 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
+def _plan_arguments() -> argparse.ArgumentParser:
+    common = _Parser(add_help=False)
+    common.add_argument("--target", "-t", action="append", required=True, metavar="T",
+                        help="stage or bake target to plan (repeatable); its ancestors come along")
+    common.add_argument("--platform", action="append", default=[], metavar="P",
+                        help="os/arch, e.g. linux/arm64 (repeatable; a comma list works too). "
+                             "Default: every platform each stage supports. Exactly one makes a per-arch plan")
+    common.add_argument("--registry", help="registry/namespace for every image, e.g. localhost:5555/ci")
+    common.add_argument("--date", help="YYYY-MM-DD for nightly tags (default: SOURCE_DATE_EPOCH, else today in UTC)")
+    common.add_argument("--base-image", action="append", default=[], metavar="ORIGINAL=REPLACEMENT",
+                        help="build FROM REPLACEMENT wherever a Dockerfile says FROM ORIGINAL (repeatable)")
+    common.add_argument("--format", choices=FORMATS, default="hcl", help="plan file format (default hcl)")
+    common.add_argument("-o", "--output", help="plan file to write, or - for stdout "
+                                               "(default docker-bake.hcl / docker-bake.json)")
+    return common
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="bake-plan", description="Turn a family of container images into a Docker Buildx bake plan.")
     parser.add_argument("--version", action="version", version=f"bake-plan {__version__}")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    common = _plan_arguments()
 
-    plan = sub.add_parser("plan", help="write the bake plan for targets and their ancestors (the default command)")
-    plan.add_argument("--target", "-t", action="append", required=True, metavar="T",
-                      help="stage or bake target to plan (repeatable); its ancestors come along")
-    plan.add_argument("--platform", action="append", default=[], metavar="P",
-                      help="os/arch, e.g. linux/arm64 (repeatable; a comma list works too). "
-                           "Default: every platform each stage supports. Exactly one makes a per-arch plan")
-    plan.add_argument("--registry", help="registry/namespace for every image, e.g. localhost:5555/ci")
-    plan.add_argument("--date", help="YYYY-MM-DD for nightly tags (default: SOURCE_DATE_EPOCH, else today in UTC)")
-    plan.add_argument("--format", choices=FORMATS, default="hcl", help="plan file format (default hcl)")
-    plan.add_argument("-o", "--output", help="file to write, or - for stdout (default docker-bake.hcl / docker-bake.json)")
+    sub.add_parser("plan", parents=[common], help="write the bake plan for targets and their ancestors (the default)")
+
+    build = sub.add_parser("build", parents=[common],
+                           help="write the plan, run docker buildx bake on it, and write a sitrep")
+    build.add_argument("--push", action="store_true", help="push every image of the plan")
+    build.add_argument("--load", action="store_true", help="load the images into the engine's image store")
+    build.add_argument("--builder", help="buildx builder instance to use")
+    build.add_argument("--metadata-file", help="where buildx writes per-target digests "
+                                               "(default: bake-metadata.json in the sitrep directory)")
+    build.add_argument("--sitrep-dir", default=".", help="directory for sitrep.json, badge.json, sitrep.md (default .)")
 
     sub.add_parser("stages", help="list every stage: its plugin, parent and platforms")
     return parser
@@ -88,10 +109,20 @@ def plan_platforms(values: Sequence[str]) -> tuple:
     return tuple(dict.fromkeys(out))
 
 
-def _cmd_plan(args) -> int:
-    from bake.api import FORMATS as DEFAULT_FILES, make_plan, render
+def base_image_pairs(values: Sequence[str]) -> tuple:
+    """``ORIGINAL=REPLACEMENT`` values as pairs. :raises UsageError: a malformed value."""
+    pairs = []
+    for value in values:
+        original, sep, replacement = value.partition("=")
+        if not sep or not _IMAGE_REF.match(original) or not _IMAGE_REF.match(replacement):
+            raise UsageError(f"--base-image {value!r} is not ORIGINAL=REPLACEMENT (two image references)")
+        pairs.append((original, replacement))
+    return tuple(pairs)
+
+
+def _compose(args):
+    from bake.api import make_plan
     from bake.compose import PlanOptions
-    from bake.output import write_atomic
 
     if args.registry is not None:
         try:
@@ -103,20 +134,48 @@ def _cmd_plan(args) -> int:
         date=plan_date(args.date),
         platforms=plan_platforms(args.platform),
         registry=args.registry,
+        base_images=base_image_pairs(args.base_image),
     )
-    composition = make_plan(options)
+    return make_plan(options)
+
+
+def _write_plan(args, composition, summary_to) -> str:
+    from bake.api import FORMATS as DEFAULT_FILES, render
+    from bake.output import write_atomic
+
     output = args.output or DEFAULT_FILES[args.format]
     filename = os.path.basename(output) if output != "-" else DEFAULT_FILES[args.format]
     write_atomic(output, render(composition, args.format, filename=filename))
-
-    out = sys.stderr if output == "-" else sys.stdout
     targets = composition.plan["target"]
     where = "stdout" if output == "-" else output
-    print(f"bake-plan: wrote {len(targets)} targets for {', '.join(composition.requested)} to {where}", file=out)
+    print(f"bake-plan: wrote {len(targets)} targets for {', '.join(composition.requested)} to {where}", file=summary_to)
     for name, target in targets.items():
         tags = ", ".join(t.rsplit("/", 1)[-1] for t in target.get("tags", [])) or "(not tagged)"
-        print(f"  {name:<28} {','.join(target['platforms']):<24} {tags}", file=out)
+        print(f"  {name:<28} {','.join(target['platforms']):<24} {tags}", file=summary_to)
+    return output
+
+
+def _cmd_plan(args) -> int:
+    composition = _compose(args)
+    _write_plan(args, composition, sys.stderr if args.output == "-" else sys.stdout)
     return 0
+
+
+def _cmd_build(args) -> int:
+    from bake.build import run_build
+
+    if args.output == "-":
+        raise UsageError("build needs a plan file: -o - is for `bake-plan plan`")
+    composition = _compose(args)
+    plan_file = _write_plan(args, composition, sys.stdout)
+    sitrep_dir = Path(args.sitrep_dir)
+    metadata_file = Path(args.metadata_file) if args.metadata_file else sitrep_dir / "bake-metadata.json"
+    sitrep = run_build(
+        composition, Path(plan_file), sitrep_dir=sitrep_dir, metadata_file=metadata_file,
+        push=args.push, load=args.load, builder=args.builder,
+    )
+    print(f"bake-plan: {sitrep['summary']}", file=sys.stdout if sitrep["outcome"] == "pass" else sys.stderr)
+    return 0 if sitrep["outcome"] == "pass" else 1
 
 
 def _cmd_stages(args) -> int:
@@ -137,9 +196,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the ``bake-plan`` console script. Returns the exit status."""
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
-        if args.command == "stages":
-            return _cmd_stages(args)
-        return _cmd_plan(args)
+        command = {"stages": _cmd_stages, "build": _cmd_build}.get(args.command, _cmd_plan)
+        return command(args)
     except BakePlanError as err:
         print(f"bake-plan: error: {err}", file=sys.stderr)
         return err.exit_status

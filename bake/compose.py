@@ -28,12 +28,16 @@ class PlanOptions:
         Exactly one makes the plan per-arch: every tag and writable cache ref gets ``-<arch>``.
     :param registry: replaces every stage's registry when set.
     :param date: the date in ``nightly-``/``mealkit-`` tags.
+    :param base_images: ``(original, replacement)`` pairs: every ``FROM original`` resolves to
+        ``replacement`` through a named context (``original = "docker-image://replacement"``),
+        for registry mirrors, stand-ins and air-gapped builds.
     """
 
     targets: Tuple[str, ...]
     date: datetime.date
     platforms: Tuple[str, ...] = ()
     registry: Optional[str] = None
+    base_images: Tuple[Tuple[str, str], ...] = ()
 
     @property
     def arch(self) -> Optional[str]:
@@ -215,14 +219,16 @@ def _target(stage, tname, flavor, platforms, options, hooks, stages, cache_refs)
     if flavor == FLAVOR_FINAL:
         # A named context replaces the Dockerfile stage of the same name (BuildKit), so the final
         # stage's `FROM mealkit` is the meal kit target itself: built once, and listed by
-        # `bake --print <stage>` as a dependency.
+        # `bake --print <stage>` as a dependency. `base` and `uses` only feed that stage.
         contexts["mealkit"] = "target:" + output_target(stage)
     else:
         if stage.parent:
             contexts["base"] = "target:" + output_target(stages[stage.parent])
         for ctx, used in stage.uses.items():
             contexts[ctx] = "target:" + output_target(stages[used])
-        contexts.update(stage.contexts)
+    contexts.update(stage.contexts)
+    for original, replacement in options.base_images:
+        contexts[original] = "docker-image://" + replacement
     if contexts:
         target["contexts"] = contexts
 

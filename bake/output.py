@@ -10,7 +10,7 @@ from pathlib import Path
 from bake.errors import OutputError
 
 
-def write_atomic(path: str, text: str) -> None:
+def write_atomic(path: str, text: str, what: str = "the plan") -> None:
     """Write ``text`` (UTF-8) to ``path``, or to stdout when ``path`` is ``-``.
 
     A reader never sees a half-written file: the text goes to a temporary file beside ``path``
@@ -24,7 +24,7 @@ def write_atomic(path: str, text: str) -> None:
         return
     target = Path(path)
     if target.is_dir():
-        raise OutputError(f"cannot write the plan to {path}: it is a directory")
+        raise OutputError(f"cannot write {what} to {path}: it is a directory")
     directory = target.parent if str(target.parent) else Path(".")
     tmp_name = None
     try:
@@ -36,7 +36,7 @@ def write_atomic(path: str, text: str) -> None:
         os.replace(tmp_name, path)
         tmp_name = None
     except OSError as err:
-        raise OutputError(f"cannot write the plan to {path}: {err.strerror or err}") from None
+        raise OutputError(f"cannot write {what} to {path}: {err.strerror or err}") from None
     finally:
         if tmp_name is not None:
             try:

@@ -70,3 +70,38 @@ def test_acceptance_print_upstream_pax_from_default_file(buildx_new, cli, tmp_pa
     assert {"base-mealkit", "jax-mealkit", "upstream-pax-mealkit", "upstream-pax"} <= names
     assert printed["target"]["upstream-pax"]["target"] == "final"
     assert printed["target"]["upstream-pax-mealkit"]["contexts"]["base"] == "target:jax-mealkit"
+
+
+HOSTILE = {
+    "DOLLAR_BRACE": "${HOME} and $${HOME} and $$${HOME}",
+    "PERCENT_BRACE": "%{ if true }x%{ endif } %%{",
+    "QUOTES": 'say "hi" \'there\'',
+    "BACKSLASHES": "C:\\path\\n\\\\ end\\",
+    "NEWLINES": "line one\nline two\r\n\ttabbed",
+    "UNICODE": "naïve ☃ 日本",
+    "LONE": "$ % { } $$ %%",
+}
+
+
+@pytest.mark.buildx
+@pytest.mark.parametrize("fmt", ["hcl", "json"])
+def test_hostile_strings_come_back_exactly(buildx, cli, make_plugin, tmp_path, fmt):
+    site = make_plugin(f"""
+from bake import Stage, hookimpl
+from bake.resources import stage_dir
+HOSTILE = {HOSTILE!r}
+@hookimpl
+def bake_plan_stages():
+    return [Stage(name="hostile-0.1", image="hostile", parent="jax", context=stage_dir("jax"),
+                  args=HOSTILE, labels={{"org.example." + k.lower(): v for k, v in HOSTILE.items()}},
+                  requirements=("numpy<2", "--extra-index-url https://x.example/${{TOKENISH}}"))]
+""", name="hostile")
+    out = tmp_path / f"plan.{fmt}"
+    cli("--target", "hostile-0.1", "--format", fmt, "-o", str(out), pythonpath=[site], check=True)
+    printed = buildx.print_plan(out, ["hostile-0_1"], cwd=tmp_path)
+    target = printed["target"]["hostile-0_1-mealkit"]  # "." sanitised: buildx takes [a-zA-Z0-9_-]+
+    for key, value in HOSTILE.items():
+        assert target["args"][key] == value, key
+        assert target["labels"]["org.example." + key.lower()] == value, key
+    assert target["args"]["REQUIREMENTS"] == "numpy<2\n--extra-index-url https://x.example/${TOKENISH}"
+    assert printed["target"]["hostile-0_1"]["contexts"] == {"mealkit": "target:hostile-0_1-mealkit"}

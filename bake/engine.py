@@ -1,0 +1,130 @@
+"""The one module that reaches Docker: ``docker buildx bake`` and ``history`` through python-on-whales.
+
+Imported only by commands that build, so planning never pays for python-on-whales' import.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence
+
+from bake.errors import BakePlanError
+
+
+class EngineError(BakePlanError):
+    """The Docker engine or buildx cannot be reached or refused the request (exit 2)."""
+
+
+# buildx reports a failed target as "ERROR: target <name>: ..." (bake) or, with plain progress,
+# as "#N [<name> <stage> i/n] ..." followed by "#N ERROR: ...".
+_TARGET_ERROR = re.compile(r"^ERROR: target ([A-Za-z0-9_-]+):")
+_VERTEX = re.compile(r"^#(\d+) \[([A-Za-z0-9_-]+)[ \]]")
+_VERTEX_ERROR = re.compile(r"^#(\d+) ERROR:")
+
+
+@dataclass
+class BakeRun:
+    """What one ``docker buildx bake`` did.
+
+    :param returncode: buildx's exit status (0 when every target built).
+    :param failed: targets buildx named as failing (may be empty when buildx died before naming one).
+    :param metadata: the ``--metadata-file`` content: per target ``containerimage.digest``,
+        ``image.name``, ``buildx.build.ref``.
+    :param error: the last error line buildx printed, if any.
+    """
+
+    returncode: int
+    failed: List[str] = field(default_factory=list)
+    metadata: Dict[str, dict] = field(default_factory=dict)
+    error: str = ""
+
+
+def bake(
+    plan_file: Path,
+    targets: Sequence[str],
+    metadata_file: Path,
+    push: bool = False,
+    load: bool = False,
+    builder: Optional[str] = None,
+    echo: Callable[[str], None] = lambda line: sys.stderr.write(line),
+) -> BakeRun:
+    """Run ``docker buildx bake -f PLAN --progress plain --metadata-file F TARGETS`` and stream its
+    progress to ``echo`` line by line.
+
+    :raises EngineError: python-on-whales or the docker CLI is missing (the build never started).
+    """
+    try:
+        from python_on_whales import DockerException, docker
+    except ImportError as err:  # pragma: no cover - a dependency of the distribution
+        raise EngineError(f"python-on-whales is not installed: {err}") from None
+
+    failed: List[str] = []
+    vertex_target: Dict[str, str] = {}
+    last_error = ""
+    returncode = 0
+    try:
+        lines = docker.buildx.bake(
+            targets=list(targets), files=[str(plan_file)], push=push, load=load, builder=builder,
+            metadata_file=str(metadata_file), progress="plain", stream_logs=True,
+        )
+        for line in lines:
+            echo(line)
+            text = line.rstrip("\n")
+            match = _VERTEX.match(text)
+            if match:
+                vertex_target.setdefault(match.group(1), match.group(2))
+            match = _VERTEX_ERROR.match(text)
+            if match and match.group(1) in vertex_target:
+                failed.append(vertex_target[match.group(1)])
+            match = _TARGET_ERROR.match(text)
+            if match:
+                failed.append(match.group(1))
+            if text.startswith("ERROR:") or " ERROR: " in text:
+                last_error = text
+    except DockerException as err:
+        returncode = err.return_code or 1
+        stderr = (err.stderr or "").strip()
+        if not last_error and stderr:
+            last_error = stderr.splitlines()[-1]
+    except FileNotFoundError as err:
+        raise EngineError(f"the docker CLI was not found: {err}") from None
+
+    metadata: Dict[str, dict] = {}
+    if metadata_file.is_file():
+        try:
+            metadata = json.loads(metadata_file.read_text() or "{}")
+        except ValueError:
+            metadata = {}
+    return BakeRun(returncode=returncode, failed=list(dict.fromkeys(failed)), metadata=metadata, error=last_error)
+
+
+def build_record(ref: str) -> Optional[dict]:
+    """BuildKit's record of one build (``docker buildx history inspect --format json``, buildx
+    0.23+): ``Duration`` in nanoseconds, ``NumCompletedSteps``, ``NumCachedSteps``, ``Status``.
+
+    :returns: the record, or ``None`` when this buildx or builder keeps no history.
+    """
+    from python_on_whales import DockerException, docker
+    from python_on_whales.utils import run
+
+    build_id = ref.rsplit("/", 1)[-1]  # "builder/node/id"
+    try:
+        out = run(docker.docker_cmd + ["buildx", "history", "inspect", build_id, "--format", "json"])
+        return json.loads(out)
+    except (DockerException, ValueError, FileNotFoundError):
+        return None
+
+
+def engine_reachable() -> bool:
+    """True when ``docker info`` answers (``DOCKER_HOST`` is honoured)."""
+    from python_on_whales import DockerException, docker
+
+    try:
+        docker.info()
+        return True
+    except (DockerException, FileNotFoundError):
+        return False
