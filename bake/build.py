@@ -8,6 +8,7 @@ from typing import Optional
 
 from bake import engine, sitrep
 from bake.compose import DEFAULT_GROUP, Composition
+from bake.errors import OutputError
 from bake.output import write_atomic
 
 
@@ -32,13 +33,17 @@ def run_build(
     if not engine.engine_reachable():
         host = os.environ.get("DOCKER_HOST", "the default socket")
         raise engine.EngineError(f"cannot reach a Docker engine at {host} (is dockerd running? is DOCKER_HOST right?)")
-    if metadata_file.exists():
-        metadata_file.unlink()  # a stale file would report digests of an older build
+    try:
+        sitrep_dir.mkdir(parents=True, exist_ok=True)
+        metadata_file.parent.mkdir(parents=True, exist_ok=True)
+        if metadata_file.exists():
+            metadata_file.unlink()  # a stale file would report digests of an older build
+    except OSError as err:
+        raise OutputError(f"cannot prepare {err.filename}: {err.strerror}") from None
     run = engine.bake(plan_file, [DEFAULT_GROUP], metadata_file, push=push, load=load, builder=builder)
     label = f"{', '.join(composition.requested)} build"
     report = sitrep.make_sitrep(composition.plan, label, run.returncode, run.failed, run.metadata,
                                 engine.build_record, error=run.error)
-    sitrep_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(str(sitrep_dir / "sitrep.json"), sitrep.to_json(report), "the sitrep")
     write_atomic(str(sitrep_dir / "badge.json"), sitrep.to_json(sitrep.badge(report)), "the badge")
     summary = sitrep.markdown(report)

@@ -216,16 +216,16 @@ def _target(stage, tname, flavor, platforms, options, hooks, stages, cache_refs)
         target["target"] = stage.target
 
     contexts = {}
+    if stage.parent:
+        contexts["base"] = "target:" + output_target(stages[stage.parent])
+    for ctx, used in stage.uses.items():
+        contexts[ctx] = "target:" + output_target(stages[used])
     if flavor == FLAVOR_FINAL:
         # A named context replaces the Dockerfile stage of the same name (BuildKit), so the final
         # stage's `FROM mealkit` is the meal kit target itself: built once, and listed by
-        # `bake --print <stage>` as a dependency. `base` and `uses` only feed that stage.
+        # `bake --print <stage>` as a dependency. The other contexts stay for the Dockerfile's
+        # other stages (BuildKit's checks resolve them all).
         contexts["mealkit"] = "target:" + output_target(stage)
-    else:
-        if stage.parent:
-            contexts["base"] = "target:" + output_target(stages[stage.parent])
-        for ctx, used in stage.uses.items():
-            contexts[ctx] = "target:" + output_target(stages[used])
     contexts.update(stage.contexts)
     for original, replacement in options.base_images:
         contexts[original] = "docker-image://" + replacement

@@ -82,6 +82,16 @@ def _hcl_block(kind: str, name: str, attrs: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def local_dirs(plan: dict) -> list:
+    """Every local directory the plan reads (contexts and named contexts), sorted, for
+    ``--allow=fs.read=`` (buildx 0.17+ bake entitlements)."""
+    dirs = set()
+    for target in plan.get("target", {}).values():
+        values = [target.get("context", "")] + list(target.get("contexts", {}).values())
+        dirs.update(v for v in values if v.startswith("/"))
+    return sorted(dirs)
+
+
 class _PlanTemplate(string.Template):
     delimiter = "@"  # "$" is HCL's own interpolation character
 
@@ -104,6 +114,7 @@ def to_hcl(plan: dict, template: Path, requested: Iterable[str], filename: str =
 
     return _PlanTemplate(template.read_text(encoding="utf-8")).substitute(
         version=__version__,
+        allow=comment(" ".join(f"--allow=fs.read={d}" for d in local_dirs(plan))),
         requested=comment(", ".join(requested)),
         date=comment(created[:10]),
         filename=comment(filename),

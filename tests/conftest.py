@@ -165,3 +165,52 @@ def make_plugin(tmp_path_factory):
 
 
 __all__ = ["ROOT", "escape_interpolation", "expected_target", "normalise"]
+
+
+ENGINE_SOCKET = "/var/tmp/bake-plan-engine/docker.sock"
+
+
+class Engine:
+    """A running Docker engine and registry (``scripts/test-engine up``)."""
+
+    def __init__(self, registry: str):
+        self.registry = registry
+
+    def docker(self, *args, check=True, timeout=300) -> subprocess.CompletedProcess:
+        proc = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"docker {' '.join(args)} failed:\n{proc.stderr}")
+        return proc
+
+    def tags(self, repository: str) -> list:
+        """Tags of ``host:port/path`` in the registry, through its HTTP API (``/v2/<name>/tags/list``)."""
+        import urllib.error
+        import urllib.request
+
+        host, _, name = repository.partition("/")
+        try:
+            with urllib.request.urlopen(f"http://{host}/v2/{name}/tags/list", timeout=30) as resp:
+                return json.load(resp).get("tags") or []
+        except urllib.error.HTTPError as err:
+            if err.code == 404:
+                return []
+            raise
+
+
+@pytest.fixture(scope="session")
+def engine():
+    """The engine at ``DOCKER_HOST`` (default: the socket ``scripts/test-engine`` starts) and the
+    registry at ``BAKE_PLAN_REGISTRY`` (default ``localhost:5555``). Skips when either is down,
+    except under ``CI=true``."""
+    import urllib.request
+
+    if "DOCKER_HOST" not in os.environ and os.path.exists(ENGINE_SOCKET):
+        os.environ["DOCKER_HOST"] = f"unix://{ENGINE_SOCKET}"
+    if shutil.which("docker") is None or subprocess.run(["docker", "info"], capture_output=True, timeout=60).returncode:
+        _missing("a Docker engine (scripts/test-engine up)")
+    registry = os.environ.get("BAKE_PLAN_REGISTRY", "localhost:5555")
+    try:
+        urllib.request.urlopen(f"http://{registry}/v2/", timeout=10).close()
+    except OSError:
+        _missing(f"a registry at {registry} (scripts/test-engine up)")
+    return Engine(registry)

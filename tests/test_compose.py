@@ -29,7 +29,7 @@ def test_upstream_pax_targets_in_dependency_order():
 def test_upstream_pax_contexts_build_on_parent_meal_kits():
     targets = plan_for("upstream-pax")["target"]
     assert targets["upstream-pax-mealkit"]["contexts"] == {"base": "target:jax-mealkit"}
-    assert targets["upstream-pax"]["contexts"] == {"mealkit": "target:upstream-pax-mealkit"}
+    assert targets["upstream-pax"]["contexts"] == {"base": "target:jax-mealkit", "mealkit": "target:upstream-pax-mealkit"}
     assert targets["jax-mealkit"]["contexts"] == {"base": "target:base-mealkit", "te": "target:te"}
     assert targets["te"]["contexts"] == {"base": "target:base-mealkit"}
     assert "base" not in targets["base-mealkit"].get("contexts", {})

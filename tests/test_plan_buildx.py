@@ -104,4 +104,4 @@ def bake_plan_stages():
         assert target["args"][key] == value, key
         assert target["labels"]["org.example." + key.lower()] == value, key
     assert target["args"]["REQUIREMENTS"] == "numpy<2\n--extra-index-url https://x.example/${TOKENISH}"
-    assert printed["target"]["hostile-0_1"]["contexts"] == {"mealkit": "target:hostile-0_1-mealkit"}
+    assert printed["target"]["hostile-0_1"]["contexts"]["mealkit"] == "target:hostile-0_1-mealkit"

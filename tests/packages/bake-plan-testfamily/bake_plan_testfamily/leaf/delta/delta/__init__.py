@@ -1,0 +1,1 @@
+"""delta: the editable source of the test family."""
