@@ -19,7 +19,7 @@ from bake import __version__
 from bake.errors import BakePlanError, UsageError
 from bake.naming import check_platform, check_registry
 
-COMMANDS = ("plan", "build", "stages")
+COMMANDS = ("plan", "build", "publish", "matrix", "stages")
 FORMATS = ("hcl", "json")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}\Z")
 _IMAGE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*\Z")
@@ -41,10 +41,25 @@ def _plan_arguments() -> argparse.ArgumentParser:
     common.add_argument("--date", help="YYYY-MM-DD for nightly tags (default: SOURCE_DATE_EPOCH, else today in UTC)")
     common.add_argument("--base-image", action="append", default=[], metavar="ORIGINAL=REPLACEMENT",
                         help="build FROM REPLACEMENT wherever a Dockerfile says FROM ORIGINAL (repeatable)")
+    common.add_argument("--cache-branch", metavar="BRANCH",
+                        help="write cache refs for this branch (<key>-<branch>) instead of the shared key")
+    common.add_argument("--cache-from-branch", metavar="BRANCH",
+                        help="also read the cache refs of this branch (e.g. the default branch)")
+    common.add_argument("--from-registry", action="store_true",
+                        help="per-job mode: take published ancestors from the registry, pinned by digest")
+    common.add_argument("--parent-report", action="append", default=[], metavar="FILE",
+                        help="sitrep.json or buildx metadata file of a job that pushed an ancestor (repeatable)")
     common.add_argument("--format", choices=FORMATS, default="hcl", help="plan file format (default hcl)")
     common.add_argument("-o", "--output", help="plan file to write, or - for stdout "
                                                "(default docker-bake.hcl / docker-bake.json)")
     return common
+
+
+def _selection_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", "-t", action="append", required=True, metavar="T",
+                        help="stage or bake target (repeatable); its ancestors come along")
+    parser.add_argument("--platform", action="append", default=[], metavar="P",
+                        help="os/arch (repeatable); default: every platform each stage supports")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,6 +78,17 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--metadata-file", help="where buildx writes per-target digests "
                                                "(default: bake-metadata.json in the sitrep directory)")
     build.add_argument("--sitrep-dir", default=".", help="directory for sitrep.json, badge.json, sitrep.md (default .)")
+
+    publish = sub.add_parser("publish", help="merge per-arch images into multi-arch tags, only when every arch is there")
+    _selection_arguments(publish)
+    publish.add_argument("--registry", help="registry/namespace the per-arch images were pushed to")
+    publish.add_argument("--date", help="YYYY-MM-DD of the nightly tags (default: SOURCE_DATE_EPOCH, else today in UTC)")
+
+    matrix = sub.add_parser("matrix", help="print CI jobs (one per stage and arch) in dependency waves")
+    _selection_arguments(matrix)
+    matrix.add_argument("--format", choices=("github", "json"), default="github",
+                        help="github: one line for $GITHUB_OUTPUT / strategy.matrix; json: indented")
+    matrix.add_argument("--wave", type=int, metavar="N", help="only the jobs of wave N")
 
     sub.add_parser("stages", help="list every stage: its plugin, parent and platforms")
     return parser
@@ -124,19 +150,46 @@ def _compose(args):
     from bake.api import make_plan
     from bake.compose import PlanOptions
 
-    if args.registry is not None:
+    if getattr(args, "registry", None) is not None:
         try:
             check_registry(args.registry)
         except ValueError as err:
             raise UsageError(f"--registry: {err}") from None
+    digests = {}
+    for report in getattr(args, "parent_report", []):
+        digests.update(read_digests(report))
     options = PlanOptions(
         targets=tuple(args.target),
-        date=plan_date(args.date),
+        date=plan_date(getattr(args, "date", None)),
         platforms=plan_platforms(args.platform),
-        registry=args.registry,
-        base_images=base_image_pairs(args.base_image),
+        registry=getattr(args, "registry", None),
+        base_images=base_image_pairs(getattr(args, "base_image", [])),
+        cache_branch=getattr(args, "cache_branch", None),
+        cache_from_branch=getattr(args, "cache_from_branch", None),
+        from_registry=getattr(args, "from_registry", False),
+        digests=digests,
     )
     return make_plan(options)
+
+
+def read_digests(path: str) -> dict:
+    """Bake target → image digest from a sitrep.json (``targets.<name>.digest``) or a buildx
+    metadata file (``<name>.containerimage.digest``).
+
+    :raises UsageError: the file is unreadable or neither shape.
+    """
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError) as err:
+        raise UsageError(f"--parent-report {path}: {getattr(err, 'strerror', None) or err}") from None
+    if isinstance(data, dict) and isinstance(data.get("targets"), dict):
+        return {n: t["digest"] for n, t in data["targets"].items() if isinstance(t, dict) and t.get("digest")}
+    if isinstance(data, dict) and all(isinstance(v, dict) for v in data.values()):
+        return {n: t["containerimage.digest"] for n, t in data.items() if t.get("containerimage.digest")}
+    raise UsageError(f"--parent-report {path}: neither a sitrep.json nor a buildx metadata file")
 
 
 def _write_plan(args, composition, summary_to) -> str:
@@ -178,6 +231,37 @@ def _cmd_build(args) -> int:
     return 0 if sitrep["outcome"] == "pass" else 1
 
 
+def _cmd_publish(args) -> int:
+    from bake import engine
+    from bake.publish import manifests, publish
+
+    composition = _compose(args)
+    wanted = manifests(composition)
+    missing = publish(wanted, engine.image_exists, engine.create_manifest)
+    if missing:
+        print(f"bake-plan: error: not publishing: {len(missing)} per-arch image(s) missing; no tag was created:",
+              file=sys.stderr)
+        for ref in missing:
+            print(f"  missing {ref}", file=sys.stderr)
+        return 1
+    for manifest in wanted:
+        print(f"published {manifest.tag} <- {', '.join(s.rsplit(':', 1)[-1] for s in manifest.sources)}")
+    return 0
+
+
+def _cmd_matrix(args) -> int:
+    import json
+
+    from bake.matrix import jobs
+
+    entries = jobs(_compose(args))
+    if args.wave is not None:
+        entries = [e for e in entries if e["wave"] == args.wave]
+    matrix = {"include": entries}
+    print(json.dumps(matrix, separators=(",", ":")) if args.format == "github" else json.dumps(matrix, indent=2))
+    return 0
+
+
 def _cmd_stages(args) -> int:
     from bake.plugins import Hooks, get_plugin_manager
 
@@ -196,7 +280,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the ``bake-plan`` console script. Returns the exit status."""
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
-        command = {"stages": _cmd_stages, "build": _cmd_build}.get(args.command, _cmd_plan)
+        command = {"stages": _cmd_stages, "build": _cmd_build, "publish": _cmd_publish,
+                   "matrix": _cmd_matrix}.get(args.command, _cmd_plan)
         return command(args)
     except BakePlanError as err:
         print(f"bake-plan: error: {err}", file=sys.stderr)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import difflib
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from bake.errors import StageError, UsageError
 from bake.naming import arch_of, check_repository, check_tag, target_name
@@ -31,6 +31,13 @@ class PlanOptions:
     :param base_images: ``(original, replacement)`` pairs: every ``FROM original`` resolves to
         ``replacement`` through a named context (``original = "docker-image://replacement"``),
         for registry mirrors, stand-ins and air-gapped builds.
+    :param cache_branch: a branch name for this run's writable cache refs (``<key>-<branch>``),
+        so a branch never overwrites another's cache; ``None`` writes the shared key.
+    :param cache_from_branch: a branch whose cache refs are read as well (the default branch).
+    :param from_registry: per-job mode: published ancestors are not built but taken from the
+        registry, pinned by digest (``docker-image://<repo>:mealkit@sha256:…``).
+    :param digests: bake target name → ``sha256:…`` of its pushed image (from a parent job's
+        sitrep or buildx metadata file); needed for every ancestor pinned in per-job mode.
     """
 
     targets: Tuple[str, ...]
@@ -38,6 +45,10 @@ class PlanOptions:
     platforms: Tuple[str, ...] = ()
     registry: Optional[str] = None
     base_images: Tuple[Tuple[str, str], ...] = ()
+    cache_branch: Optional[str] = None
+    cache_from_branch: Optional[str] = None
+    from_registry: bool = False
+    digests: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def arch(self) -> Optional[str]:
@@ -47,11 +58,13 @@ class PlanOptions:
 
 @dataclasses.dataclass
 class Composition:
-    """A composed plan: ``plan`` in buildx's JSON shape, and the chain of stages it came from."""
+    """A composed plan: ``plan`` in buildx's JSON shape, the chain of stages it came from (in
+    build order), the requested stage names, and every stage the plugins declared."""
 
     plan: dict
     chain: List[Stage]
     requested: List[str]
+    stages: Dict[str, Stage]
 
 
 def target_names(stage: Stage) -> List[Tuple[str, str]]:
@@ -97,10 +110,12 @@ def dependencies(stage: Stage) -> List[str]:
     return deps + [s for s in stage.uses.values() if s not in deps]
 
 
-def chain_of(stages: Dict[str, Stage], roots: Sequence[str]) -> List[Stage]:
+def chain_of(stages: Dict[str, Stage], roots: Sequence[str], stop_at_published: bool = False) -> List[Stage]:
     """The roots and all their ancestors, each after everything it depends on (depth-first, in
     declaration order, so the same inputs always give the same order).
 
+    :param stop_at_published: per-job mode: an ancestor that publishes an image is taken from
+        the registry, so neither it nor its own ancestors join the chain.
     :raises StageError: a missing parent / used stage, or a cycle (naming every stage in it).
     """
     order: List[Stage] = []
@@ -124,6 +139,8 @@ def chain_of(stages: Dict[str, Stage], roots: Sequence[str]) -> List[Stage]:
                 f"stage '{name}' does not exist{hint}"
             )
         stage = stages[name]
+        if stop_at_published and needed_by is not None and stage.image is not None:
+            return
         path.append(name)
         for dep in dependencies(stage):
             visit(dep, stage)
@@ -162,10 +179,15 @@ def compose(stages: Dict[str, Stage], options: PlanOptions, hooks: Hooks) -> Com
     """
     check_unique_targets(stages)
     requested = resolve_targets(stages, options.targets)
-    chain = chain_of(stages, requested)
+    chain = chain_of(stages, requested, stop_at_published=options.from_registry)
+    # In per-job mode, the published ancestors this job takes from the registry.
+    in_chain = {s.name for s in chain}
+    pinned = [stages[d] for s in chain for d in dependencies(s) if d not in in_chain]
 
     platforms: Dict[str, List[str]] = {}
-    for stage in chain:
+    for stage in pinned + chain:
+        if stage.name in platforms:
+            continue
         answer = hooks.platforms(stage, options.platforms)
         unsupported = [p for p in answer if p not in stage.platforms]
         if unsupported:
@@ -174,6 +196,8 @@ def compose(stages: Dict[str, Stage], options: PlanOptions, hooks: Hooks) -> Com
                 f"it supports {', '.join(stage.platforms)}"
             )
         for dep in dependencies(stage):
+            if dep not in platforms:  # behind a pinned ancestor: not this job's business
+                continue
             missing = [p for p in answer if p not in platforms[dep]]
             if missing:
                 raise StageError(
@@ -182,26 +206,78 @@ def compose(stages: Dict[str, Stage], options: PlanOptions, hooks: Hooks) -> Com
                 )
         platforms[stage.name] = answer
 
-    cache_refs: Dict[Tuple[str, str], str] = {}
+    ctx = _Context(stages, options, hooks, in_chain)
     targets: Dict[str, dict] = {}
     for stage in chain:
         for tname, flavor in target_names(stage):
-            targets[tname] = _target(stage, tname, flavor, platforms[stage.name], options, hooks, stages, cache_refs)
+            targets[tname] = _target(stage, tname, flavor, platforms[stage.name], ctx)
 
     plan = {"group": {DEFAULT_GROUP: {"targets": list(targets)}}, "target": targets}
-    return Composition(plan=plan, chain=chain, requested=requested)
+    return Composition(plan=plan, chain=chain, requested=requested, stages=stages)
 
 
-def _repository(stage: Stage, options: PlanOptions) -> str:
-    registry = options.registry or stage.registry
-    return f"{registry}/{stage.image or target_name(stage.name).lower()}"
+def repository(stage: Stage, registry: Optional[str]) -> str:
+    """``<registry>/<image>`` of a stage; a stage without an image is named after itself."""
+    return f"{registry or stage.registry}/{stage.image or target_name(stage.name).lower()}"
 
 
-def _target(stage, tname, flavor, platforms, options, hooks, stages, cache_refs) -> dict:
-    arch = options.arch
-    suffix = f"-{arch}" if arch else ""
-    repo = _repository(stage, options)
-    check_repository(repo)
+def _branch(name: Optional[str]) -> str:
+    if not name:
+        return ""
+    return "-" + "".join(c if c.isalnum() or c in "_.-" else "-" for c in name)
+
+
+class _Context:
+    """What every target of one composition shares: inputs, and per-stage answers of the hooks."""
+
+    def __init__(self, stages: Dict[str, Stage], options: PlanOptions, hooks: Hooks, in_chain):
+        self.stages, self.options, self.hooks, self.in_chain = stages, options, hooks, in_chain
+        self.suffix = f"-{options.arch}" if options.arch else ""
+        self._keys: Dict[Tuple[str, str], str] = {}
+
+    def cache_key(self, stage: Stage, flavor: str) -> str:
+        """The policy's key plus ``-<arch>`` in a per-arch plan (CACHE_SILO; the cache refs' tag)."""
+        if (stage.name, flavor) not in self._keys:
+            key = self.hooks.cache_key(stage, flavor) + self.suffix
+            try:
+                check_tag(key + _branch(self.options.cache_branch))
+            except ValueError as err:
+                raise StageError(f"plugin '{stage.plugin}', stage '{stage.name}': cache key: {err}") from None
+            self._keys[(stage.name, flavor)] = key
+        return self._keys[(stage.name, flavor)]
+
+    def cache_ref(self, stage: Stage, flavor: str, branch: Optional[str]) -> str:
+        return f"{repository(stage, self.options.registry)}:{self.cache_key(stage, flavor)}{_branch(branch)}"
+
+    def tags(self, stage: Stage, flavor: str) -> List[str]:
+        repo = repository(stage, self.options.registry)
+        out = []
+        for tag in self.hooks.tags(stage, flavor, self.options.date):
+            try:
+                check_tag(tag + self.suffix)
+            except ValueError as err:
+                raise StageError(f"plugin '{stage.plugin}', stage '{stage.name}': {err}") from None
+            out.append(f"{repo}:{tag}{self.suffix}")
+        return out
+
+    def build_on(self, dep: Stage) -> str:
+        """The named-context value for a stage this one builds on or copies from: the dependency's
+        output target, or in per-job mode its published image pinned by digest."""
+        if dep.name in self.in_chain:
+            return "target:" + output_target(dep)
+        tname, flavor = target_names(dep)[0]
+        digest = self.options.digests.get(tname)
+        if not digest:
+            raise UsageError(
+                f"--from-registry: no digest for '{tname}' (stage '{dep.name}'); pass the sitrep.json "
+                "or buildx metadata file of the job that pushed it with --parent-report"
+            )
+        return f"docker-image://{self.tags(dep, flavor)[0]}@{digest}"
+
+
+def _target(stage: Stage, tname: str, flavor: str, platforms: List[str], ctx: _Context) -> dict:
+    options, stages = ctx.options, ctx.stages
+    check_repository(repository(stage, options.registry))
 
     target: dict = {}
     if isinstance(stage.context, str):
@@ -217,9 +293,9 @@ def _target(stage, tname, flavor, platforms, options, hooks, stages, cache_refs)
 
     contexts = {}
     if stage.parent:
-        contexts["base"] = "target:" + output_target(stages[stage.parent])
-    for ctx, used in stage.uses.items():
-        contexts[ctx] = "target:" + output_target(stages[used])
+        contexts["base"] = ctx.build_on(stages[stage.parent])
+    for name, used in stage.uses.items():
+        contexts[name] = ctx.build_on(stages[used])
     if flavor == FLAVOR_FINAL:
         # A named context replaces the Dockerfile stage of the same name (BuildKit), so the final
         # stage's `FROM mealkit` is the meal kit target itself: built once, and listed by
@@ -232,13 +308,7 @@ def _target(stage, tname, flavor, platforms, options, hooks, stages, cache_refs)
     if contexts:
         target["contexts"] = contexts
 
-    key = hooks.cache_key(stage, flavor) + suffix
-    try:
-        check_tag(key)
-    except ValueError as err:
-        raise StageError(f"plugin '{stage.plugin}', stage '{stage.name}': cache key: {err}") from None
-    cache_refs[(stage.name, flavor)] = f"{repo}:{key}"
-
+    key = ctx.cache_key(stage, flavor)
     args = stage.build_args()
     args["CACHE_SILO"] = key
     target["args"] = args
@@ -251,26 +321,23 @@ def _target(stage, tname, flavor, platforms, options, hooks, stages, cache_refs)
     target["labels"] = labels
 
     if stage.image is not None:
-        tags = []
-        for tag in hooks.tags(stage, flavor, options.date):
-            try:
-                check_tag(tag + suffix)
-            except ValueError as err:
-                raise StageError(f"plugin '{stage.plugin}', stage '{stage.name}': {err}") from None
-            tags.append(f"{repo}:{tag}{suffix}")
-        target["tags"] = tags
+        target["tags"] = ctx.tags(stage, flavor)
     target["platforms"] = list(platforms)
 
-    # Read own ref first, then what this target builds on: for a final, its meal kit; for a
-    # meal kit or single target, the parent's output. Write only the own ref.
-    reads = [cache_refs[(stage.name, flavor)]]
+    # Read the own ref first, then what this target builds on (for a final, its meal kit; for a
+    # meal kit or single target, the parent's output), each on this run's branch and then on the
+    # --cache-from-branch one. Write only the own ref, on this run's branch.
+    sources = [(stage, flavor)]
     if flavor == FLAVOR_FINAL:
-        reads.append(cache_refs[(stage.name, FLAVOR_MEALKIT)])
+        sources.append((stage, FLAVOR_MEALKIT))
     elif stage.parent:
         parent = stages[stage.parent]
-        reads.append(cache_refs[(parent.name, target_names(parent)[0][1])])
-    target["cache-from"] = [f"type=registry,ref={ref}" for ref in reads]
-    target["cache-to"] = [f"type=registry,ref={cache_refs[(stage.name, flavor)]},mode=max,ignore-error=true"]
+        sources.append((parent, target_names(parent)[0][1]))
+    branches = list(dict.fromkeys([options.cache_branch, options.cache_from_branch]))
+    reads = [ctx.cache_ref(s, f, b) for s, f in sources for b in branches]
+    target["cache-from"] = [f"type=registry,ref={ref}" for ref in dict.fromkeys(reads)]
+    own = ctx.cache_ref(stage, flavor, options.cache_branch)
+    target["cache-to"] = [f"type=registry,ref={own},mode=max,ignore-error=true"]
 
-    hooks.adjust_target(stage, tname, flavor, target)
+    ctx.hooks.adjust_target(stage, tname, flavor, target)
     return target

@@ -24,6 +24,40 @@ class EngineError(BakePlanError):
 _TARGET_ERROR = re.compile(r"^ERROR: target ([A-Za-z0-9_-]+):")
 _VERTEX = re.compile(r"^#(\d+) \[([A-Za-z0-9_-]+)[ \]]")
 _VERTEX_ERROR = re.compile(r"^#(\d+) ERROR:")
+# A Dockerfile instruction: "#8 [jax-mealkit linux/arm64 mealkit 2/5] RUN ...".
+_STEP = re.compile(r"^#(\d+) \[([A-Za-z0-9_-]+)(?: [a-z0-9]+/[a-z0-9]+(?:/[a-z0-9]+)?)? [^\]]* \d+/\d+\] ")
+# A step whose result comes from a cache: "#8 CACHED", or its layer fetched from a registry
+# cache instead of being made ("#14 sha256:<digest> 174B / 174B done").
+_CACHED = re.compile(r"^#(\d+) (?:CACHED$|sha256:[0-9a-f]{64} )")
+
+
+class StepCounter:
+    """Counts Dockerfile steps per bake target from buildx's plain progress.
+
+    BuildKit names a step shared by several targets once, after one of them; a step counts as
+    cached when BuildKit says ``CACHED`` or fetched its layer from a registry cache.
+    """
+
+    def __init__(self):
+        self.target: Dict[str, str] = {}
+        self.cached: set = set()
+
+    def feed(self, line: str) -> None:
+        match = _STEP.match(line)
+        if match:
+            self.target.setdefault(match.group(1), match.group(2))
+            return
+        match = _CACHED.match(line)
+        if match:
+            self.cached.add(match.group(1))
+
+    def counts(self) -> Dict[str, Dict[str, int]]:
+        """``{target: {"cached": n, "run": m}}``."""
+        out: Dict[str, Dict[str, int]] = {}
+        for vertex, target in self.target.items():
+            entry = out.setdefault(target, {"cached": 0, "run": 0})
+            entry["cached" if vertex in self.cached else "run"] += 1
+        return out
 
 
 @dataclass
@@ -35,12 +69,14 @@ class BakeRun:
     :param metadata: the ``--metadata-file`` content: per target ``containerimage.digest``,
         ``image.name``, ``buildx.build.ref``.
     :param error: the last error line buildx printed, if any.
+    :param steps: per target, Dockerfile steps ``{"cached": n, "run": m}`` (:class:`StepCounter`).
     """
 
     returncode: int
     failed: List[str] = field(default_factory=list)
     metadata: Dict[str, dict] = field(default_factory=dict)
     error: str = ""
+    steps: Dict[str, Dict[str, int]] = field(default_factory=dict)
 
 
 def bake(
@@ -63,6 +99,7 @@ def bake(
         raise EngineError(f"python-on-whales is not installed: {err}") from None
 
     failed: List[str] = []
+    steps = StepCounter()
     vertex_target: Dict[str, str] = {}
     last_error = ""
     returncode = 0
@@ -78,6 +115,7 @@ def bake(
         for line in lines:
             echo(line)
             text = line.rstrip("\n")
+            steps.feed(text)
             match = _VERTEX.match(text)
             if match:
                 vertex_target.setdefault(match.group(1), match.group(2))
@@ -103,7 +141,8 @@ def bake(
             metadata = json.loads(metadata_file.read_text() or "{}")
         except ValueError:
             metadata = {}
-    return BakeRun(returncode=returncode, failed=list(dict.fromkeys(failed)), metadata=metadata, error=last_error)
+    return BakeRun(returncode=returncode, failed=list(dict.fromkeys(failed)), metadata=metadata, error=last_error,
+                   steps=steps.counts())
 
 
 def build_record(ref: str) -> Optional[dict]:
@@ -132,3 +171,30 @@ def engine_reachable() -> bool:
         return True
     except (DockerException, FileNotFoundError):
         return False
+
+
+def image_exists(ref: str) -> bool:
+    """True when ``ref`` resolves in its registry (``docker buildx imagetools inspect``)."""
+    from python_on_whales import DockerException, docker
+
+    try:
+        docker.buildx.imagetools.inspect(ref)
+        return True
+    except DockerException:
+        return False
+
+
+def create_manifest(tag: str, sources: Sequence[str]) -> None:
+    """``docker buildx imagetools create -t TAG SOURCES…``: a manifest list of the sources'
+    platforms, pushed as ``tag``.
+
+    :raises EngineError: the registry refused it.
+    """
+    from python_on_whales import DockerException, docker
+
+    try:
+        docker.buildx.imagetools.create(sources=list(sources), tags=[tag])
+    except DockerException as err:
+        last = (err.stderr or str(err)).strip().splitlines()[-1:] or [""]
+        raise EngineError(f"imagetools create {tag} failed: {last[0]}") from None
+

@@ -22,6 +22,7 @@ def make_sitrep(
     metadata: Dict[str, dict],
     record: Callable[[str], Optional[dict]],
     error: str = "",
+    steps: Optional[Dict[str, Dict[str, int]]] = None,
 ) -> dict:
     """Build the sitrep of one bake run.
 
@@ -29,8 +30,8 @@ def make_sitrep(
     :param label: the badge label, e.g. ``"upstream-pax build"``.
     :param failed: targets buildx named as failing.
     :param metadata: the ``--metadata-file`` content, by target.
-    :param record: ``buildx.build.ref`` → BuildKit's build record (``Duration`` ns,
-        ``NumCompletedSteps``, ``NumCachedSteps``) or ``None``.
+    :param record: ``buildx.build.ref`` → BuildKit's build record (``Duration`` in ns) or ``None``.
+    :param steps: per target, Dockerfile steps ``{"cached": n, "run": m}`` read from the progress.
     :returns: the ``sitrep.json`` content; ``outcome`` is ``fail`` when buildx failed or any
         target did not build.
     """
@@ -47,12 +48,11 @@ def make_sitrep(
         }
         ref = meta.get("buildx.build.ref")
         rec = record(ref) if ref else None
-        if rec:
-            completed = int(rec.get("NumCompletedSteps") or 0)
-            cached = int(rec.get("NumCachedSteps") or 0)
-            entry["duration_s"] = round(int(rec.get("Duration") or 0) / 1e9, 3)
-            entry["steps_cached"] = cached
-            entry["steps_run"] = completed - cached
+        if rec and rec.get("Duration") is not None:
+            entry["duration_s"] = round(int(rec["Duration"]) / 1e9, 3)
+        if steps is not None:
+            counted = steps.get(name, {"cached": 0, "run": 0})
+            entry["steps_cached"], entry["steps_run"] = counted["cached"], counted["run"]
         targets[name] = entry
     if returncode != 0 and not any(t["outcome"] == FAIL for t in targets.values()):
         # buildx failed without naming a target: every target it did not finish failed.

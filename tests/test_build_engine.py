@@ -108,8 +108,9 @@ def test_family_build_push_installs_each_package_once(cli, engine, family_env, t
         assert target["outcome"] == "pass", name
         assert target["digest"].startswith("sha256:"), name
         assert target["tags"], name
-        # From BuildKit's build record: a fresh namespace means a fresh cache, so steps ran.
-        assert target["duration_s"] > 0 and target["steps_run"] > 0 and target["steps_cached"] >= 0, name
+        assert target["duration_s"] > 0 and target["steps_run"] >= 0 and target["steps_cached"] >= 0, name
+    # A fresh namespace means a fresh cache: the leaf's own steps ran.
+    assert sitrep["targets"]["tf-leaf"]["steps_run"] + sitrep["targets"]["tf-leaf-mealkit"]["steps_run"] > 0
 
     # The leaf's environment is exactly its compiled lock, with the pin only the leaf adds.
     leaf = f"{ns}/tf-leaf:latest"

@@ -6,6 +6,9 @@ host (builds have no network here).
   stand it in with ``--base-image``); it asks for ``beta``, which needs ``alpha`` (2.0 is newest).
 - ``tf-mid`` ships a local wheel (``gamma``) in its meal kit.
 - ``tf-leaf`` adds an editable source (``delta``) and a pin only it asks for: ``alpha<2``.
+- ``mx-root`` → ``mx-leaf``: a multi-arch pair on ``busybox:1.36`` (amd64 and arm64, no
+  Python) for per-arch builds, caches and publishing; ``BAKE_PLAN_TESTFAMILY_LEAF_INPUT`` is the
+  leaf's one changeable input.
 
 Directories come from the environment: ``BAKE_PLAN_TESTFAMILY_WHEELHOUSE`` (the wheelhouse) and
 ``BAKE_PLAN_TESTFAMILY_LOCAL_WHEELS`` (where ``gamma``'s wheel is).
@@ -40,4 +43,9 @@ def bake_plan_stages():
         Stage(name="tf-leaf", image="tf-leaf", parent="tf-mid", context=HERE / "leaf",
               requirements=("alpha<2", "-e file:///opt/delta"), **common),
         Stage(name="tf-broken", image="tf-broken", parent="tf-root", context=HERE / "broken", **common),
+        Stage(name="mx-root", image="mx-root", context=HERE / "mx-root", base_image="busybox:1.36",
+              registry="localhost:5555/testfamily"),
+        Stage(name="mx-leaf", image="mx-leaf", parent="mx-root", context=HERE / "mx-leaf",
+              registry="localhost:5555/testfamily",
+              args={"LEAF_INPUT": os.environ.get("BAKE_PLAN_TESTFAMILY_LEAF_INPUT", "1")}),
     ]

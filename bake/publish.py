@@ -1,0 +1,59 @@
+"""Publishing: merge per-arch images into multi-arch tags, only when every arch is there.
+
+JAX-Toolbox builds each arch on its own runner and tags ``<tag>-amd64``/``<tag>-arm64``; the
+nightly publish step joins them with ``docker buildx imagetools create`` (buildx docs,
+"imagetools create": a new manifest list from existing manifests, no layer is copied).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, List
+
+from bake.compose import Composition
+from bake.naming import arch_of
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One multi-arch tag to create: ``tag`` (``repo:latest``) from per-arch ``sources``
+    (``repo:latest-amd64``, ``repo:latest-arm64``), one per platform the target builds for."""
+
+    tag: str
+    sources: List[str]
+
+
+def manifests(composition: Composition) -> List[Manifest]:
+    """Every tag of every published target of a multi-arch plan (composed without ``--platform``
+    or with all arches), with the per-arch images it is made from. A stage that supports one arch
+    publishes that arch alone."""
+    out = []
+    for target in composition.plan["target"].values():
+        arches = [arch_of(p) for p in target["platforms"]]
+        for tag in target.get("tags", []):
+            out.append(Manifest(tag=tag, sources=[f"{tag}-{arch}" for arch in arches]))
+    return out
+
+
+def missing_sources(wanted: List[Manifest], exists: Callable[[str], bool]) -> List[str]:
+    """The per-arch images that are not in the registry, in plan order (each asked once)."""
+    seen: Dict[str, bool] = {}
+    for manifest in wanted:
+        for source in manifest.sources:
+            if source not in seen:
+                seen[source] = exists(source)
+    return [ref for ref, ok in seen.items() if not ok]
+
+
+def publish(wanted: List[Manifest], exists: Callable[[str], bool], create: Callable[[str, List[str]], None]) -> List[str]:
+    """Check every source exists, then create every manifest list. All or nothing: when any
+    per-arch image is missing, nothing is created.
+
+    :returns: the per-arch images that are missing (then nothing was created), or ``[]``.
+    """
+    missing = missing_sources(wanted, exists)
+    if missing:
+        return missing
+    for manifest in wanted:
+        create(manifest.tag, manifest.sources)  # idempotent: a rerun writes the same list again
+    return []

@@ -1,0 +1,147 @@
+"""Nightly multi-arch publishing on the real engine and registry, arm64 under qemu: per-arch
+builds in separate runs, the manifest merge, caches that survive a wiped engine, per-job mode."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.engine
+
+DATE = "2026-11-29"
+TAGS = ["latest", f"nightly-{DATE}", "mealkit", f"mealkit-{DATE}"]
+
+
+@pytest.fixture(scope="module")
+def family_site(tmp_path_factory):
+    site = tmp_path_factory.mktemp("family-site")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site),
+                    str(ROOT / "tests" / "packages" / "bake-plan-testfamily")], check=True, timeout=300)
+    return site
+
+
+@pytest.fixture
+def mx(cli, engine, family_site, tmp_path):
+    """Run bake-plan on the multi-arch pair mx-root → mx-leaf in a fresh registry namespace."""
+    namespace = f"{engine.registry}/mx{uuid.uuid4().hex[:8]}"
+    busybox = f"busybox:1.36={engine.registry}/stand-in/busybox:latest"
+
+    def run(command, *args, leaf_input="1", sitrep="sitrep", target="mx-leaf"):
+        env = dict(os.environ, PYTHONPATH=str(family_site), BAKE_PLAN_TESTFAMILY_LEAF_INPUT=leaf_input)
+        extra = ["--base-image", busybox, "--sitrep-dir", str(tmp_path / sitrep), "--push"] if command == "build" else []
+        proc = cli(command, "--target", target, "--registry", namespace, "--date", DATE, *extra, *args,
+                   cwd=tmp_path, env=env)
+        report = tmp_path / sitrep / "sitrep.json"
+        return proc, (json.loads(report.read_text()) if command == "build" and report.exists() else None)
+
+    run.namespace = namespace
+    run.tmp = tmp_path
+    return run
+
+
+def _platforms(engine, ref):
+    raw = json.loads(engine.docker("buildx", "imagetools", "inspect", "--raw", ref).stdout)
+    assert raw["mediaType"] in ("application/vnd.oci.image.index.v1+json",
+                                "application/vnd.docker.distribution.manifest.list.v2+json"), ref
+    return sorted(f"{m['platform']['os']}/{m['platform']['architecture']}" for m in raw["manifests"]
+                  if m.get("platform", {}).get("os") != "unknown")  # attestation manifests
+
+
+def test_per_arch_builds_then_publish_gives_multi_arch_tags(engine, mx):
+    for platform in ("linux/amd64", "linux/arm64"):
+        proc, sitrep = mx("build", "--platform", platform, sitrep=f"sitrep-{platform[-5:]}")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert sitrep["outcome"] == "pass"
+    proc, _ = mx("publish")
+    assert proc.returncode == 0, proc.stderr
+    for image in ("mx-root", "mx-leaf"):
+        for tag in TAGS:
+            assert _platforms(engine, f"{mx.namespace}/{image}:{tag}") == ["linux/amd64", "linux/arm64"], (image, tag)
+    arch = engine.docker("run", "--rm", "--platform", "linux/arm64", f"{mx.namespace}/mx-leaf:latest",
+                         "cat", "/opt/leaf-arch").stdout.strip()
+    assert arch == "aarch64"
+    # A rerun is harmless: same tags, same platforms.
+    proc, _ = mx("publish")
+    assert proc.returncode == 0, proc.stderr
+    assert _platforms(engine, f"{mx.namespace}/mx-leaf:latest") == ["linux/amd64", "linux/arm64"]
+
+
+def test_publish_with_an_arch_missing_creates_nothing(engine, mx):
+    proc, _ = mx("build", "--platform", "linux/amd64")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc, _ = mx("publish")
+    assert proc.returncode == 1
+    assert "no tag was created" in proc.stderr
+    for image in ("mx-root", "mx-leaf"):
+        for tag in TAGS:
+            assert f"missing {mx.namespace}/{image}:{tag}-arm64" in proc.stderr
+    for image in ("mx-root", "mx-leaf"):
+        tags = engine.tags(f"{mx.namespace}/{image}")
+        assert not set(TAGS) & set(tags), tags
+        assert {f"{t}-amd64" for t in TAGS} <= set(tags)
+
+
+def _wipe(engine, namespace):
+    engine.docker("buildx", "prune", "-af")
+    images = engine.docker("image", "ls", "--format", "{{.Repository}}:{{.Tag}}").stdout.split()
+    mine = [ref for ref in images if ref.startswith(namespace + "/")]
+    if mine:
+        engine.docker("image", "rm", "-f", *mine)
+
+
+def test_cache_survives_a_wiped_engine_and_only_changed_steps_run(engine, mx):
+    leaf_input = uuid.uuid4().hex  # new to the engine's cache, so the leaf's steps run first
+    proc, first = mx("build", "--platform", "linux/amd64", leaf_input=leaf_input, sitrep="first")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sum(t["steps_run"] for t in first["targets"].values()) > 0
+
+    _wipe(engine, mx.namespace)
+    proc, again = mx("build", "--platform", "linux/amd64", leaf_input=leaf_input, sitrep="again")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert {n: t["steps_run"] for n, t in again["targets"].items()} == {n: 0 for n in again["targets"]}
+    assert sum(t["steps_cached"] for t in again["targets"].values()) > 0
+
+    _wipe(engine, mx.namespace)
+    proc, changed = mx("build", "--platform", "linux/amd64", leaf_input=leaf_input + "-changed", sitrep="changed")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ran = {n for n, t in changed["targets"].items() if t["steps_run"]}
+    assert ran and ran <= {"mx-leaf-mealkit", "mx-leaf"}, changed["targets"]
+
+
+def test_per_job_mode_builds_on_the_parent_pinned_by_digest(engine, mx):
+    proc, root = mx("build", "--platform", "linux/amd64", target="mx-root", sitrep="root")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    digest = root["targets"]["mx-root-mealkit"]["digest"]
+    report = str(mx.tmp / "root" / "sitrep.json")
+
+    proc, _ = mx("plan", "--platform", "linux/amd64", "--from-registry", "--parent-report", report,
+                 "--format", "json", "-o", "leaf.json")
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads((mx.tmp / "leaf.json").read_text())
+    assert list(plan["target"]) == ["mx-leaf-mealkit", "mx-leaf"]
+    assert plan["target"]["mx-leaf-mealkit"]["contexts"]["base"] == \
+        f"docker-image://{mx.namespace}/mx-root:mealkit-amd64@{digest}"
+
+    proc, leaf = mx("build", "--platform", "linux/amd64", "--from-registry", "--parent-report", report, sitrep="leaf")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert set(leaf["targets"]) == {"mx-leaf-mealkit", "mx-leaf"}
+    for ref in (f"{mx.namespace}/mx-root:mealkit-amd64", f"{mx.namespace}/mx-leaf:mealkit-amd64"):
+        engine.docker("pull", "--quiet", "--platform", "linux/amd64", ref)
+    layers = [json.loads(engine.docker("image", "inspect", "-f", "{{json .RootFS.Layers}}", r).stdout)
+              for r in (f"{mx.namespace}/mx-root:mealkit-amd64", f"{mx.namespace}/mx-leaf:mealkit-amd64")]
+    assert layers[1][: len(layers[0])] == layers[0]
+
+
+def test_per_job_mode_without_the_parent_report_is_one_line(mx):
+    proc, _ = mx("plan", "--platform", "linux/amd64", "--from-registry")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "bake-plan: error: --from-registry: no digest for 'mx-root-mealkit' (stage 'mx-root'); pass the "
+        "sitrep.json or buildx metadata file of the job that pushed it with --parent-report")
