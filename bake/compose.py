@@ -31,6 +31,10 @@ class PlanOptions:
     :param base_images: ``(original, replacement)`` pairs: every ``FROM original`` resolves to
         ``replacement`` through a named context (``original = "docker-image://replacement"``),
         for registry mirrors, stand-ins and air-gapped builds.
+    :param pip_locks: ``(stage name, directory)`` pairs: that stage's final target gets the named
+        context ``pip-lock`` = the directory, which holds ``requirements.lock`` (or
+        ``requirements-<arch>.lock`` per arch); the final stage then pip-syncs to it instead of
+        compiling (``--locked``, see :func:`bake.lock.locked_contexts`).
     """
 
     targets: Tuple[str, ...]
@@ -38,6 +42,7 @@ class PlanOptions:
     platforms: Tuple[str, ...] = ()
     registry: Optional[str] = None
     base_images: Tuple[Tuple[str, str], ...] = ()
+    pip_locks: Tuple[Tuple[str, str], ...] = ()
 
     @property
     def arch(self) -> Optional[str]:
@@ -227,6 +232,10 @@ def _target(stage, tname, flavor, platforms, options, hooks, stages, cache_refs)
         # other stages (BuildKit's checks resolve them all).
         contexts["mealkit"] = "target:" + output_target(stage)
     contexts.update(stage.contexts)
+    if flavor == FLAVOR_FINAL:
+        for locked, directory in options.pip_locks:
+            if locked == stage.name:
+                contexts["pip-lock"] = directory
     for original, replacement in options.base_images:
         contexts[original] = "docker-image://" + replacement
     if contexts:

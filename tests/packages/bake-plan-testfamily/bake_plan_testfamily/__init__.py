@@ -7,6 +7,9 @@ host (builds have no network here).
 - ``tf-mid`` ships a local wheel (``gamma``) in its meal kit.
 - ``tf-leaf`` adds an editable source (``delta``) and a pin only it asks for: ``alpha<2``.
 
+``tf-mid`` and ``tf-leaf`` name paths in the image (``/opt/wheels``, ``/opt/delta``); their
+``host_paths`` say where the same files are on the host, so ``bake-plan lock`` resolves them there.
+
 Directories come from the environment: ``BAKE_PLAN_TESTFAMILY_WHEELHOUSE`` (the wheelhouse) and
 ``BAKE_PLAN_TESTFAMILY_LOCAL_WHEELS`` (where ``gamma``'s wheel is).
 """
@@ -35,9 +38,10 @@ def bake_plan_stages():
               **{**common, "args": {**OFFLINE_PIP, "APT_PACKAGES": "python3 python3-venv"},
                  "contexts": {"wheelhouse": wheelhouse, "scripts": str(stages_dir() / "scripts")}}),
         Stage(name="tf-mid", image="tf-mid", parent="tf-root", context=HERE / "mid",
-              requirements=(f"gamma @ file:///opt/wheels/{GAMMA_WHEEL}",),
+              requirements=(f"gamma @ file:///opt/wheels/{GAMMA_WHEEL}",), host_paths={"/opt/wheels": local_wheels},
               **{**common, "contexts": {"wheelhouse": wheelhouse, "local-wheels": local_wheels}}),
         Stage(name="tf-leaf", image="tf-leaf", parent="tf-mid", context=HERE / "leaf",
-              requirements=("alpha<2", "-e file:///opt/delta"), **common),
+              requirements=("alpha<2", "-e file:///opt/delta"), host_paths={"/opt/delta": str(HERE / "leaf" / "delta")},
+              **common),
         Stage(name="tf-broken", image="tf-broken", parent="tf-root", context=HERE / "broken", **common),
     ]
