@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import urllib.parse
 from pathlib import PurePosixPath
-from typing import Dict, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Mapping, Optional, Tuple
 
 # A git+ URL pinned to a full commit: "…git+<url>@<40 hex>" then a fragment, a space, a marker or the end.
 # The same rule as stages/scripts/pip-finalize.sh, so a line the host accepts the image accepts too.
@@ -228,12 +228,3 @@ def same_requirement(printed: str, line: str) -> bool:
         return False
     return a.specifier == b.specifier or not str(a.specifier) or not str(b.specifier)
 
-
-def names_in(lines: Sequence[str]) -> Dict[str, str]:
-    """Canonical project name → the first line of ``lines`` that asks for it by name."""
-    out: Dict[str, str] = {}
-    for line in lines:
-        name = project_name(line)
-        if name and name not in out:
-            out[name] = line
-    return out
