@@ -63,7 +63,7 @@ def lock_cli(cli, make_plugin, wheels):
 
     def run(*args, extra_env=None, index=True, **kw):
         env = hermetic_pip_env()
-        env.update(LOCKTEST_LOCAL_WHEELS=str(local), **(extra_env or {}))
+        env.update({"LOCKTEST_LOCAL_WHEELS": str(local), **(extra_env or {})})
         if args and args[0] == "lock" and index:
             args = args + ("--no-index", "--find-links", str(house))
         return cli(*args, env=env, pythonpath=[site], **kw)
@@ -189,6 +189,26 @@ def test_locked_plan_without_a_lock_is_one_line(lock_cli, tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("bake-plan: error: --locked: no lock locks/lt-e.txt for 'lt-e' "
                                    "(linux/amd64, linux/arm64): run `bake-plan lock --target lt-e`")
+
+
+def test_a_host_path_that_does_not_exist_is_one_line(lock_cli, tmp_path):
+    missing = tmp_path / "no-wheels"
+    proc = lock_cli("lock", "--target", "lt-img", cwd=tmp_path, extra_env={"LOCKTEST_LOCAL_WHEELS": str(missing)})
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"bake-plan: error: stage 'lt-img' (plugin 'locktest'): host path {missing}/omega-1.0-py3-none-any.whl "
+        "for 'omega @ file:///opt/wheels/omega-1.0-py3-none-any.whl' does not exist")
+    assert not (tmp_path / "locks").exists()
+
+
+def test_builtin_stages_declare_no_lines_so_their_lock_is_empty(cli, tmp_path):
+    # Their sources and wheels are written into the .in files by the Dockerfiles at build time,
+    # which the host never sees: the lock says so, and a locked build checks it in the image.
+    proc = cli("lock", "--target", "upstream-pax", cwd=tmp_path, env=hermetic_pip_env())
+    assert proc.returncode == 0, proc.stderr
+    assert "declare no requirement lines" in proc.stderr
+    lock = (tmp_path / "locks" / "upstream-pax.txt").read_text()
+    assert all(line.startswith("# bake-plan ") for line in lock.splitlines())
 
 
 def test_a_requirement_no_index_has_names_its_stage(lock_cli, tmp_path):
