@@ -269,3 +269,52 @@ def test_a_git_requirement_pinned_to_a_commit_is_accepted(cli, make_plugin, tmp_
     proc = cli("--target", "vcs", "--format", "json", "-o", "-", cwd=tmp_path, pythonpath=[site])
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["target"]["vcs-mealkit"]["args"]["REQUIREMENTS"] == "numpy<2\n" + line
+
+
+def _finalize(tmp_path, ins, locks, arch="amd64"):
+    """Run the image's bake-pip-finalize on the host, up to its checks of a pre-made lock."""
+    from pathlib import Path
+
+    from bake.resources import stages_dir
+
+    pip_tools_d, lock_dir = tmp_path / "pip-tools.d", tmp_path / "pip-lock"
+    pip_tools_d.mkdir()
+    lock_dir.mkdir()
+    for name, text in ins.items():
+        (pip_tools_d / name).write_text(text)
+    for name, text in locks.items():
+        (lock_dir / name).write_text(text)
+    # The environment to sync is a stand-in that fails: these tests stop at the checks, and a
+    # check that wrongly passed must never sync (uninstall from) a real environment.
+    target = tmp_path / "not-a-python"
+    target.write_text("#!/bin/sh\nexit 3\n")
+    target.chmod(0o755)
+    env = hermetic_pip_env()
+    env.update(BAKE_PIP_TOOLS_D=str(pip_tools_d), BAKE_PIP_LOCK_DIR=str(lock_dir), BAKE_ARCH=arch,
+               BAKE_PIP_TOOLS=str(Path(sys.executable).parent.parent), BAKE_PYTHON=str(target))
+    return subprocess.run(["bash", str(stages_dir() / "scripts" / "pip-finalize.sh")], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_a_locked_final_stage_refuses_a_lock_that_misses_an_image_line(tmp_path):
+    ins = {"requirements-jax.in": "numpy<2\n-e file:///opt/jax\n", "requirements-pax.in": "alpha>=2\n"}
+    lock = "numpy==1.26.4\n    # via -r requirements-jax.in\nalpha==1.0\n"
+    proc = _finalize(tmp_path, ins, {"requirements.lock": lock})
+    assert proc.returncode == 1
+    assert "requirements-jax.in:2: -e file:///opt/jax: not in the lock" in proc.stderr
+    assert "requirements-pax.in:1: alpha>=2: the lock pins alpha==1.0" in proc.stderr
+    assert "requirements-jax.in:1" not in proc.stderr  # numpy==1.26.4 satisfies numpy<2
+
+
+def test_a_locked_final_stage_needs_the_lock_of_its_arch(tmp_path):
+    proc = _finalize(tmp_path, {"requirements-a.in": "alpha\n"}, {"requirements-amd64.lock": "alpha==1.0\n"}, arch="arm64")
+    assert proc.returncode == 1
+    assert "has per-arch locks but none for arm64" in proc.stderr
+
+
+def test_a_locked_final_stage_takes_the_lock_of_its_arch(tmp_path):
+    locks = {"requirements-amd64.lock": "alpha==1.0\n", "requirements-arm64.lock": "beta==1.0\n"}
+    proc = _finalize(tmp_path, {"requirements-a.in": "beta\n"}, locks, arch="arm64")
+    assert "using pre-made lock" in proc.stdout and "not in the lock" not in proc.stderr, proc.stderr
+    assert (tmp_path / "pip-tools.d" / "requirements.lock").read_text() == "beta==1.0\n"
+    assert proc.returncode != 0  # it went on to sync, into the stand-in, which fails
