@@ -62,7 +62,6 @@ def split_option(line: str) -> Tuple[Optional[str], str]:
     return match.group("opt"), (match.group("value") or "").strip()
 
 
-
 def is_index_option(line: str) -> bool:
     """True for ``--extra-index-url``, ``-f`` and the other options that say where packages are."""
     option, _ = split_option(line)
