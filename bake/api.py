@@ -6,6 +6,8 @@ shipped template. The CLI is a thin layer over these two calls.
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
 from typing import Optional
 
 import pluggy
@@ -19,14 +21,25 @@ FORMATS = {"hcl": "docker-bake.hcl", "json": "docker-bake.json"}
 """Plan formats and their default file names (the names ``docker buildx bake`` reads by default)."""
 
 
-def make_plan(options: PlanOptions, pm: Optional[pluggy.PluginManager] = None) -> Composition:
+def make_plan(options: PlanOptions, pm: Optional[pluggy.PluginManager] = None,
+              locks_dir: Optional[Path] = None) -> Composition:
     """Collect every plugin's stages and compose the plan for ``options``.
 
     :param pm: a plugin manager; default :func:`bake.plugins.get_plugin_manager` (entry points).
+    :param locks_dir: make a locked plan (``--locked``): each requested stage's final target gets
+        its lock from this directory as the ``pip-lock`` named context
+        (:func:`bake.lock.locked_contexts`, which checks the lock is current).
     :raises bake.errors.BakePlanError: bad input, with a one-line message naming the culprit.
     """
     hooks = Hooks(pm if pm is not None else get_plugin_manager())
-    return compose(hooks.collect_stages(), options, hooks)
+    stages = hooks.collect_stages()
+    composition = compose(stages, options, hooks)
+    if locks_dir is not None:
+        from bake.lock import locked_contexts
+
+        pip_locks = locked_contexts(composition, Path(locks_dir))
+        composition = compose(stages, dataclasses.replace(options, pip_locks=pip_locks), hooks)
+    return composition
 
 
 def render(composition: Composition, fmt: str = "hcl", filename: str = "docker-bake.hcl") -> str:

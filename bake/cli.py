@@ -1,8 +1,8 @@
-"""The command line: ``bake-plan [plan] --target T…``, ``bake-plan build``, ``bake-plan stages``.
+"""The command line: ``bake-plan [plan] --target T…``, ``build``, ``lock``, ``bump``, ``stages``.
 
 The core raises :class:`bake.errors.BakePlanError`; only this module prints and picks exit
-statuses: 0 success, 1 a build that failed, 2 bad input (one line on stderr, no traceback, no
-file written).
+statuses: 0 success, 1 a build that failed or requirements that conflict, 2 bad input (one
+line on stderr, no traceback, no file written).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from bake import __version__
 from bake.errors import BakePlanError, UsageError
 from bake.naming import check_platform, check_registry
 
-COMMANDS = ("plan", "build", "publish", "matrix", "stages")
+COMMANDS = ("plan", "build", "publish", "matrix", "lock", "bump", "stages")
+DEFAULT_LOCKS_DIR = "locks"
 FORMATS = ("hcl", "json")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}\Z")
 _IMAGE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*\Z")
@@ -52,6 +53,11 @@ def _plan_arguments() -> argparse.ArgumentParser:
     common.add_argument("--format", choices=FORMATS, default="hcl", help="plan file format (default hcl)")
     common.add_argument("-o", "--output", help="plan file to write, or - for stdout "
                                                "(default docker-bake.hcl / docker-bake.json)")
+    common.add_argument("--locked", action="store_true",
+                        help="the final stage of each --target installs exactly its lock from the locks "
+                             "directory (made by `bake-plan lock`) instead of compiling")
+    _locks_dir_argument(common)
+    _sources_argument(common)
     return common
 
 
@@ -60,6 +66,34 @@ def _selection_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stage or bake target (repeatable); its ancestors come along")
     parser.add_argument("--platform", action="append", default=[], metavar="P",
                         help="os/arch (repeatable); default: every platform each stage supports")
+def _locks_dir_argument(parser) -> None:
+    parser.add_argument("--locks-dir", default=DEFAULT_LOCKS_DIR, metavar="DIR",
+                        help=f"where locks are (default ./{DEFAULT_LOCKS_DIR})")
+
+
+def _sources_argument(parser) -> None:
+    parser.add_argument("--sources", metavar="FILE",
+                        help="the sources manifest (default $BAKE_PLAN_SOURCES, else the shipped stages/sources.toml)")
+
+
+def _lock_arguments() -> argparse.ArgumentParser:
+    lock = _Parser(add_help=False)
+    lock.add_argument("--target", "-t", action="append", required=True, metavar="T",
+                      help="stage to lock (repeatable): its own and its parents' requirement lines")
+    lock.add_argument("--platform", action="append", default=[], metavar="P",
+                      help="os/arch to lock for (repeatable); default: every platform the stage builds for")
+    _locks_dir_argument(lock)
+    _sources_argument(lock)
+    lock.add_argument("--python", default=sys.executable, metavar="PYTHON",
+                      help="interpreter that runs pip-tools; the lock is resolved for its Python version "
+                           "(default: the one running bake-plan)")
+    pip = lock.add_argument_group("passed to pip-compile")
+    pip.add_argument("-i", "--index-url", metavar="URL")
+    pip.add_argument("--extra-index-url", action="append", default=[], metavar="URL")
+    pip.add_argument("-f", "--find-links", action="append", default=[], metavar="URL")
+    pip.add_argument("--no-index", action="store_true")
+    pip.add_argument("--trusted-host", action="append", default=[], metavar="HOST")
+    return lock
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,6 +123,11 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.add_argument("--format", choices=("github", "json"), default="github",
                         help="github: one line for $GITHUB_OUTPUT / strategy.matrix; json: indented")
     matrix.add_argument("--wave", type=int, metavar="N", help="only the jobs of wave N")
+    sub.add_parser("lock", parents=[_lock_arguments()],
+                   help="compile the chain's requirements on the host into <locks>/<target>.txt")
+    bump = sub.add_parser("bump", help="move each source's commit to the head of its tracking ref")
+    bump.add_argument("names", nargs="*", metavar="NAME", help="sources to bump (default: all)")
+    _sources_argument(bump)
 
     sub.add_parser("stages", help="list every stage: its plugin, parent and platforms")
     return parser
@@ -169,7 +208,8 @@ def _compose(args):
         from_registry=getattr(args, "from_registry", False),
         digests=digests,
     )
-    return make_plan(options)
+    locked = getattr(args, "locked", False)
+    return make_plan(options, locks_dir=Path(args.locks_dir) if locked else None)
 
 
 def read_digests(path: str) -> dict:
@@ -259,6 +299,60 @@ def _cmd_matrix(args) -> int:
         entries = [e for e in entries if e["wave"] == args.wave]
     matrix = {"include": entries}
     print(json.dumps(matrix, separators=(",", ":")) if args.format == "github" else json.dumps(matrix, indent=2))
+def _pip_args(args) -> List[str]:
+    out = []
+    if args.index_url:
+        out += ["--index-url", args.index_url]
+    for url in args.extra_index_url:
+        out += ["--extra-index-url", url]
+    for link in args.find_links:
+        out += ["--find-links", link]
+    if args.no_index:
+        out.append("--no-index")
+    for host in args.trusted_host:
+        out += ["--trusted-host", host]
+    return out
+
+
+def _cmd_lock(args) -> int:
+    from bake.api import make_plan
+    from bake.compose import PlanOptions
+    from bake.lock import compile_lock, lock_specs, python_version, write_locks
+
+    options = PlanOptions(targets=tuple(args.target), date=plan_date(None),
+                          platforms=plan_platforms(args.platform))
+    composition = make_plan(options)
+    specs = [spec for name in composition.requested for spec in lock_specs(composition, name)]
+    version = python_version(args.python)
+    pip_args = _pip_args(args)
+    results = []
+    for spec in specs:
+        print(f"bake-plan: locking {spec.describe()}: {len(spec.lines)} requirement lines "
+              f"from {len({line.stage for line in spec.lines})} stages", file=sys.stderr)
+        for line in spec.skipped:
+            print(f"bake-plan: note: skipped {line.text!r} of {line.who()}: in-image path {line.missing} "
+                  "has no host path (declare it in the stage's host_paths); the lock leaves it out",
+                  file=sys.stderr)
+        results.append((spec, compile_lock(spec, pip_args, python=args.python, version=version)))
+    # Every lock compiled before any is written: a conflict in the second leaves the first as it was.
+    for path, (spec, text) in zip(write_locks(results, Path(args.locks_dir)), results):
+        pins = sum(1 for row in text.splitlines() if row and not row[0].isspace() and not row.startswith(("#", "--")))
+        print(f"bake-plan: wrote {path}: {pins} pinned requirements for {spec.describe()}")
+        if not spec.lines:
+            print(f"bake-plan: note: the stages of '{spec.target}' declare no requirement lines; "
+                  "lines their Dockerfiles write at build time are not seen on the host", file=sys.stderr)
+    return 0
+
+
+def _cmd_bump(args) -> int:
+    from bake.sources import bump, manifest_path
+
+    results = bump(args.names)
+    for result in results:
+        change = f"{result.old[:12]} -> {result.new[:12]}" if result.moved else f"{result.new[:12]} (unchanged)"
+        print(f"bake-plan: {result.key}: {change} ({result.tracking_ref})")
+    moved = sum(1 for r in results if r.moved)
+    print(f"bake-plan: {moved} of {len(results)} sources moved" + (f"; rewrote {manifest_path()}" if moved else ""))
     return 0
 
 
@@ -280,11 +374,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the ``bake-plan`` console script. Returns the exit status."""
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
-        command = {"stages": _cmd_stages, "build": _cmd_build, "publish": _cmd_publish,
-                   "matrix": _cmd_matrix}.get(args.command, _cmd_plan)
-        return command(args)
+        if getattr(args, "sources", None):
+            from bake.sources import use_manifest
+
+            use_manifest(args.sources)
+        command = {"stages": _cmd_stages, "build": _cmd_build, "publish": _cmd_publish, "matrix": _cmd_matrix,
+                   "lock": _cmd_lock, "bump": _cmd_bump}
+        return command.get(args.command, _cmd_plan)(args)
     except BakePlanError as err:
         print(f"bake-plan: error: {err}", file=sys.stderr)
+        for detail in err.details:
+            print(f"  {detail}", file=sys.stderr)
         return err.exit_status
     except KeyboardInterrupt:
         print("bake-plan: interrupted", file=sys.stderr)

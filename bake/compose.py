@@ -38,6 +38,10 @@ class PlanOptions:
         registry, pinned by digest (``docker-image://<repo>:mealkit@sha256:…``).
     :param digests: bake target name → ``sha256:…`` of its pushed image (from a parent job's
         sitrep or buildx metadata file); needed for every ancestor pinned in per-job mode.
+    :param pip_locks: ``(stage name, directory)`` pairs: that stage's final target gets the named
+        context ``pip-lock`` = the directory, which holds ``requirements.lock`` (or
+        ``requirements-<arch>.lock`` per arch); the final stage then pip-syncs to it instead of
+        compiling (``--locked``, see :func:`bake.lock.locked_contexts`).
     """
 
     targets: Tuple[str, ...]
@@ -49,6 +53,7 @@ class PlanOptions:
     cache_from_branch: Optional[str] = None
     from_registry: bool = False
     digests: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    pip_locks: Tuple[Tuple[str, str], ...] = ()
 
     @property
     def arch(self) -> Optional[str]:
@@ -303,6 +308,10 @@ def _target(stage: Stage, tname: str, flavor: str, platforms: List[str], ctx: _C
         # other stages (BuildKit's checks resolve them all).
         contexts["mealkit"] = "target:" + output_target(stage)
     contexts.update(stage.contexts)
+    if flavor == FLAVOR_FINAL:
+        for locked, directory in options.pip_locks:
+            if locked == stage.name:
+                contexts["pip-lock"] = directory
     for original, replacement in options.base_images:
         contexts[original] = "docker-image://" + replacement
     if contexts:

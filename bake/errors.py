@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 
 class BakePlanError(Exception):
-    """Base class. ``exit_status`` is what the CLI exits with; ``str(err)`` is the one line it prints."""
+    """Base class. ``exit_status`` is what the CLI exits with; ``str(err)`` is the one line it prints.
+
+    ``details`` are further lines the CLI prints under it, indented (empty for bad input, which is
+    always one line).
+    """
 
     exit_status = 2
+
+    def __init__(self, message: str, details: Sequence[str] = ()):
+        super().__init__(message)
+        self.details = tuple(details)
 
 
 class UsageError(BakePlanError):
@@ -23,3 +33,20 @@ class PluginError(BakePlanError):
 
 class OutputError(BakePlanError):
     """The plan could not be written where asked (exit 2)."""
+
+
+class SourcesError(BakePlanError):
+    """The sources manifest is malformed, names an unknown source, or a tracking ref cannot be
+    resolved (unknown ref, unreachable URL) (exit 2)."""
+
+
+class LockError(BakePlanError):
+    """pip-compile could not make a lock from the stages' requirements, e.g. a requirement no
+    index has (exit 1: the input is well-formed, the resolution failed)."""
+
+    exit_status = 1
+
+
+class LockConflict(LockError):
+    """The requirements of a chain's stages conflict. ``details`` name each conflicting
+    requirement with the stage and plugin that contributed it (exit 1)."""

@@ -14,7 +14,9 @@ def write_atomic(path: str, text: str, what: str = "the plan") -> None:
     """Write ``text`` (UTF-8) to ``path``, or to stdout when ``path`` is ``-``.
 
     A reader never sees a half-written file: the text goes to a temporary file beside ``path``
-    that replaces it in one ``os.replace``.
+    that replaces it in one ``os.replace``. A ``path`` that exists and is not a regular file
+    (``/dev/null``, a FIFO, a terminal) is written in place: replacing it would put a regular
+    file where the device was.
 
     :raises OutputError: the directory is missing or not writable, or ``path`` is a directory.
     """
@@ -25,6 +27,13 @@ def write_atomic(path: str, text: str, what: str = "the plan") -> None:
     target = Path(path)
     if target.is_dir():
         raise OutputError(f"cannot write {what} to {path}: it is a directory")
+    if target.exists() and not target.is_file():
+        try:
+            with open(path, "w", encoding="utf-8", newline="\n") as handle:
+                handle.write(text)
+        except OSError as err:
+            raise OutputError(f"cannot write {what} to {path}: {err.strerror or err}") from None
+        return
     directory = target.parent if str(target.parent) else Path(".")
     tmp_name = None
     try:

@@ -35,6 +35,14 @@ def make_sitrep(
     :returns: the ``sitrep.json`` content; ``outcome`` is ``fail`` when buildx failed or any
         target did not build.
     """
+    failed = set(failed)
+    # BuildKit names a step shared by a final and its meal kit after either target, so a meal
+    # kit's failing step may be reported under the final: a meal kit that did not build under a
+    # failed final is where it failed.
+    for name in list(failed):
+        mealkit = plan["target"].get(name, {}).get("contexts", {}).get("mealkit", "")
+        if mealkit.startswith("target:") and mealkit[len("target:"):] not in metadata:
+            failed.add(mealkit[len("target:"):])
     targets: Dict[str, dict] = {}
     for name, target in plan["target"].items():
         meta = metadata.get(name, {})

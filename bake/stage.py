@@ -16,12 +16,14 @@ from typing import Mapping, Optional, Tuple, Union
 
 from bake.errors import StageError
 from bake.naming import check_image_name, check_platform, check_registry, check_tag
+from bake.requirements import unpinned_vcs
 
 KINDS = ("mealkit", "single")
 SOURCE_MODES = ("git-clone", "pip-vcs")
 _STAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 _ARG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _SOURCE_NAME = re.compile(r"[A-Z][A-Z0-9_]*\Z")
+_COMMIT = re.compile(r"[0-9a-fA-F]{40}\Z")
 _CONTEXT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./:-]*\Z")
 # Named-context values buildx takes as they are, rather than as a local directory.
 _CONTEXT_SCHEMES = ("target:", "docker-image://", "oci-layout://", "https://", "http://", "git@", "ssh://")
@@ -36,7 +38,10 @@ class Source:
     :param url: git URL.
     :param ref: branch, tag or commit.
     :param path: where the source lands in the image; default ``/opt/<name lower-cased>``.
-    :param mode: ``git-clone`` (cloned, installed editable) or ``pip-vcs`` (a ``git+`` line).
+    :param mode: ``git-clone`` (cloned, installed editable) or ``pip-vcs`` (a ``git+`` line; its
+        ``ref`` must then be a 40-hex commit, as pip-finalize refuses unpinned ``git+`` lines).
+
+    Built-in plugins take url and commit from the sources manifest (:func:`bake.sources.source`).
     """
 
     name: str
@@ -72,7 +77,12 @@ class Stage:
     :param platforms: platforms the stage supports, ``os/arch[/variant]``.
     :param sources: :class:`Source` list, passed as ``URLREF_*``/``SRC_PATH_*`` args.
     :param requirements: pip requirement lines the stage contributes to
-        ``/opt/pip-tools.d/requirements-<name>.in`` (passed as the ``REQUIREMENTS`` arg).
+        ``/opt/pip-tools.d/requirements-<name>.in`` (passed as the ``REQUIREMENTS`` arg). A
+        ``git+`` URL must be pinned to a 40-hex commit (``pkg @ git+https://…@<commit>``).
+    :param host_paths: for ``bake-plan lock``, which compiles the requirements on the host: in-image
+        absolute path → host absolute path, for lines that name a path in the image
+        (``{"/opt/delta": "/src/delta"}`` resolves ``-e file:///opt/delta`` from ``/src/delta``;
+        a directory key covers everything under it). The lock names the in-image paths again.
     :param uses: named context → stage name, for stages whose output this one copies
         (``{"te": "te"}``: jax ships the Transformer Engine wheel). Becomes ``target:<that>``.
     :param contexts: extra named contexts: name → absolute directory or URL.
@@ -99,6 +109,7 @@ class Stage:
     requirements: Tuple[str, ...] = ()
     uses: Mapping[str, str] = field(default_factory=dict)
     contexts: Mapping[str, str] = field(default_factory=dict)
+    host_paths: Mapping[str, str] = field(default_factory=dict)
     variant: Optional[str] = None
     cache_scope: Optional[str] = None
     plugin: str = ""
@@ -208,6 +219,15 @@ def validate(stage: object, plugin: str) -> Stage:
     for line in requirements:
         if "\n" in line or "\r" in line:
             raise fail("requirements", f"{line!r}: one requirement per line")
+        if unpinned_vcs(line):
+            raise fail("requirements", f"{line!r} is a git+ requirement not pinned to a 40-hex commit "
+                                       "(write …@<commit>; a branch or tag makes the image depend on when it was built)")
+    host_paths = _check_mapping(stage, "host_paths", fail, key_re=None)
+    for image_path, host_path in host_paths.items():
+        if not image_path.startswith("/"):
+            raise fail("host_paths", f"{image_path!r} must be an absolute path in the image")
+        if not Path(host_path).is_absolute():
+            raise fail("host_paths", f"{image_path!r}: {host_path!r} must be an absolute path on the host")
     sources = _check_seq(stage, "sources", fail, Source)
     seen = set()
     for src in sources:
@@ -225,6 +245,9 @@ def validate(stage: object, plugin: str) -> Stage:
             raise sfail(f"path {src.path!r} must be an absolute path in the image")
         if src.mode not in SOURCE_MODES:
             raise sfail(f"mode {src.mode!r} is not one of {', '.join(SOURCE_MODES)}")
+        if src.mode == "pip-vcs" and not _COMMIT.match(src.ref):
+            raise sfail(f"ref {src.ref!r}: a pip-vcs source installs 'git+{src.url}@<ref>', "
+                        "which must be pinned to a 40-hex commit")
 
     return dataclasses.replace(
         stage,
@@ -235,6 +258,7 @@ def validate(stage: object, plugin: str) -> Stage:
         contexts=contexts,
         platforms=platforms,
         requirements=requirements,
+        host_paths=host_paths,
         sources=sources,
         plugin=plugin,
     )

@@ -3,11 +3,12 @@
 Not published on its own: the ``jax`` meal kit copies the wheel through the ``te`` named context
 and writes its requirement line, so TE is installed once, in the final stage of whatever image
 of the jax chain is built (JAX-Toolbox: "TE is now built as a wheel and shipped in the JAX core
-meal kit image").
+meal kit image"). The commit comes from ``stages/sources.toml``.
 """
 
-from bake import Source, Stage, hookimpl
+from bake import Stage, hookimpl
 from bake.resources import stage_dir
+from bake.sources import source
 
 
 @hookimpl
@@ -19,9 +20,6 @@ def bake_plan_stages():
             target="wheel",
             context=stage_dir("te"),
             parent="base",
-            sources=(
-                Source("TRANSFORMER_ENGINE", "https://github.com/NVIDIA/TransformerEngine.git", "main",
-                       path="/opt/transformer-engine"),
-            ),
+            sources=(source("transformer-engine", path="/opt/transformer-engine"),),
         )
     ]

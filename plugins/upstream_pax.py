@@ -1,9 +1,10 @@
 """``upstream-pax``: paxml at ``/opt/paxml`` and praxis at ``/opt/praxis`` on the jax meal kit,
 for amd64 and arm64 (on arm64 the Dockerfile's extra builder stages make tensorflow-text and
-lingvo wheels, selected by ``TARGETARCH``)."""
+lingvo wheels, selected by ``TARGETARCH``). Both sources' commits come from ``stages/sources.toml``."""
 
-from bake import Source, Stage, hookimpl
+from bake import Stage, hookimpl
 from bake.resources import stage_dir
+from bake.sources import source
 
 
 @hookimpl
@@ -16,8 +17,8 @@ def bake_plan_stages():
             parent="jax",
             platforms=("linux/amd64", "linux/arm64"),
             sources=(
-                Source("PAXML", "https://github.com/google/paxml.git", "main", path="/opt/paxml"),
-                Source("PRAXIS", "https://github.com/google/praxis.git", "main", path="/opt/praxis"),
+                source("paxml", path="/opt/paxml"),
+                source("praxis", path="/opt/praxis"),
             ),
         )
     ]

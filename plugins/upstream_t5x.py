@@ -1,7 +1,8 @@
-"""``upstream-t5x``: T5X at ``/opt/t5x`` on the jax meal kit."""
+"""``upstream-t5x``: T5X at ``/opt/t5x`` on the jax meal kit, at the commit ``stages/sources.toml`` pins."""
 
-from bake import Source, Stage, hookimpl
+from bake import Stage, hookimpl
 from bake.resources import stage_dir
+from bake.sources import source
 
 
 @hookimpl
@@ -12,6 +13,6 @@ def bake_plan_stages():
             image="upstream-t5x",
             context=stage_dir("upstream-t5x"),
             parent="jax",
-            sources=(Source("T5X", "https://github.com/google-research/t5x.git", "main", path="/opt/t5x"),),
+            sources=(source("t5x", path="/opt/t5x"),),
         )
     ]

@@ -214,3 +214,38 @@ def engine():
     except OSError:
         _missing(f"a registry at {registry} (scripts/test-engine up)")
     return Engine(registry)
+
+
+def make_wheel(directory: Path, name: str, version: str, requires=()) -> Path:
+    """Write a pure-Python wheel ``<name>-<version>-py3-none-any.whl`` into ``directory``, as a zip
+    with the files the wheel spec (PEP 427) asks for: no build step, so a wheelhouse is instant."""
+    import base64
+    import hashlib
+    import zipfile
+
+    directory.mkdir(parents=True, exist_ok=True)
+    info = f"{name}-{version}.dist-info"
+    files = {
+        f"{name}/__init__.py": f'VERSION = "{version}"\n',
+        f"{info}/METADATA": "Metadata-Version: 2.1\n" f"Name: {name}\nVersion: {version}\n"
+        + "".join(f"Requires-Dist: {r}\n" for r in requires),
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: bake-plan-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(text.encode())}")
+    files[f"{info}/RECORD"] = "\n".join(record + [f"{info}/RECORD,,"]) + "\n"
+    wheel = directory / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for path, text in files.items():
+            zf.writestr(path, text)
+    return wheel
+
+
+def hermetic_pip_env(env=None) -> dict:
+    """``env`` (default the process environment) without the machine's pip settings: no PIP_*
+    variables, no pip configuration files. The tests pass --no-index/--find-links themselves."""
+    out = {k: v for k, v in (os.environ if env is None else env).items() if not k.startswith("PIP_")}
+    out["PIP_CONFIG_FILE"] = os.devnull
+    return out

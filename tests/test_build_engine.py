@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, hermetic_pip_env
 
 pytestmark = pytest.mark.engine
 
@@ -144,6 +144,29 @@ def test_family_build_push_installs_each_package_once(cli, engine, family_env, t
     badge = json.loads((tmp_path / "sitrep" / "badge.json").read_text())
     assert badge == {"schemaVersion": 1, "label": "tf-leaf build", "message": "pass", "color": "brightgreen"}
     assert "tf-leaf-mealkit" in (tmp_path / "sitrep" / "sitrep.md").read_text()
+
+
+def test_locked_build_installs_exactly_the_lock(cli, engine, wheelhouse, family_env, tmp_path):
+    house, _ = wheelhouse
+    # The lock, compiled on the host from the stages' lines (tf-mid's wheel and tf-leaf's editable
+    # source through their host_paths), against the same wheelhouse the images install from.
+    proc = cli("lock", "--target", "tf-leaf", "--no-index", "--find-links", str(house), cwd=tmp_path,
+               env=hermetic_pip_env(family_env))
+    assert proc.returncode == 0, proc.stderr
+    lock = (tmp_path / "locks" / "tf-leaf.txt").read_text()
+    assert "alpha==1.0" in lock.splitlines() and "-e file:///opt/delta" in lock.splitlines()
+
+    proc, ns, sitrep = _build(cli, engine, family_env, "tf-leaf", tmp_path, "--locked")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert sitrep["outcome"] == "pass", sitrep["summary"]
+    leaf = f"{ns}/tf-leaf:latest"
+    freeze = engine.docker("run", "--rm", leaf, "pip", "freeze").stdout.splitlines()
+    assert sorted(_requirements(freeze)) == sorted(_requirements(lock.splitlines()))
+    assert len(_requirements(freeze)) == 4
+    # The final stage synced to the lock as is: it is in the image, and nothing was compiled.
+    listing = engine.docker("run", "--rm", leaf, "ls", "/opt/pip-tools.d").stdout.split()
+    assert "requirements.txt" not in listing
+    assert engine.docker("run", "--rm", leaf, "cat", "/opt/pip-tools.d/requirements.lock").stdout == lock
 
 
 def test_failing_stage_fails_the_build_and_the_sitrep_names_it(cli, engine, family_env, tmp_path):

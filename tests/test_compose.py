@@ -9,6 +9,7 @@ import pytest
 
 from bake.api import make_plan
 from bake.compose import PlanOptions
+from bake.sources import load_manifest
 
 DATE = datetime.date(2026, 11, 29)
 GHCR = "ghcr.io/nvidia"
@@ -59,7 +60,8 @@ def test_upstream_pax_tags_and_cache_refs():
         f"type=registry,ref={GHCR}/upstream-pax:cache-silo-upstream-pax-mealkit",
     ]
     assert mk["args"]["CACHE_SILO"] == "cache-silo-upstream-pax-mealkit"
-    assert mk["args"]["URLREF_PAXML"] == "https://github.com/google/paxml.git#main"
+    paxml = load_manifest()["paxml"]  # stages/sources.toml: plans pass url#commit, never a branch
+    assert mk["args"]["URLREF_PAXML"] == f"https://github.com/google/paxml.git#{paxml.commit}"
     assert mk["args"]["SRC_PATH_PRAXIS"] == "/opt/praxis"
     # Cache refs never coincide with image refs.
     image_refs = {t for target in targets.values() for t in target.get("tags", [])}
@@ -122,3 +124,17 @@ def test_xla_ci_refuses_a_platform_it_does_not_support(platform):
     from bake.errors import UsageError
     with pytest.raises(UsageError, match="xla-ci.*does not support linux/arm64"):
         plan_for("xla-ci", platforms=(platform,))
+
+
+def test_every_builtin_source_is_pinned_to_the_manifest_commit():
+    manifest = {entry.name: entry for entry in load_manifest().values()}
+    assert set(manifest) == {"JAX", "XLA", "FLAX", "TRANSFORMER_ENGINE", "T5X", "PAXML", "PRAXIS"}
+    seen = set()
+    for target in plan_for("upstream-pax", "upstream-t5x")["target"].values():
+        for arg, value in target["args"].items():
+            if arg.startswith("URLREF_"):
+                entry = manifest[arg[len("URLREF_"):]]
+                assert value == f"{entry.url}#{entry.commit}", arg
+                assert len(entry.commit) == 40
+                seen.add(entry.name)
+    assert seen == set(manifest)

@@ -70,6 +70,25 @@ def test_output_is_a_directory(cli, tmp_path):
     assert_one_line_error(cli("--target", "jax", "-o", "d", cwd=tmp_path), "is a directory")
 
 
+def test_output_to_a_device_or_fifo_writes_through_it(cli, tmp_path):
+    """``-o /dev/null`` must not replace the device with a file; a FIFO stands in for it here."""
+    import os
+    import stat
+    import threading
+
+    fifo = tmp_path / "plan.fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()), daemon=True)
+    reader.start()
+    proc = cli("--target", "jax", "--format", "json", "-o", str(fifo), cwd=tmp_path)
+    reader.join(timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert got and '"jax-mealkit"' in got[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.fifo"]
+
+
 def test_existing_plan_kept_on_error(cli, tmp_path):
     plan = tmp_path / "docker-bake.hcl"
     plan.write_text("old plan\n")

@@ -4,7 +4,11 @@
 # The "cooking" step of the final stage: install every Python package exactly once.
 #  - If ${BAKE_PIP_TOOLS_D}/requirements.lock exists (a lock made before the build,
 #    e.g. by `bake-plan lock`, put there directly or mounted as
-#    /opt/pip-lock/requirements.lock), sync the environment to it as is.
+#    /opt/pip-lock/requirements.lock, or /opt/pip-lock/requirements-<arch>.lock when
+#    the lock differs by arch), sync the environment to it as is. First it checks that
+#    the lock covers every line of every requirements-*.in (a lock made on the host
+#    never sees the lines a Dockerfile writes at build time): a line the lock lacks,
+#    or a pin the line does not allow, stops the build.
 #  - Otherwise pip-compile every requirements-*.in in ONE call (so conflicts between
 #    stages surface together, with annotations naming the .in that asked for each
 #    package) into requirements.txt, and sync to that.
@@ -25,7 +29,8 @@
 # Overrides, mostly for tests: BAKE_PIP_TOOLS_D (default /opt/pip-tools.d),
 # BAKE_PIP_TOOLS (pip-tools venv, default /opt/pip-tools), BAKE_PYTHON (interpreter
 # to sync, default /opt/venv/bin/python, else python3 on PATH), BAKE_PIP_LOCK_DIR
-# (default /opt/pip-lock).
+# (default /opt/pip-lock), BAKE_ARCH (the arch of requirements-<arch>.lock, default
+# from uname -m: x86_64 -> amd64, aarch64 -> arm64).
 set -euo pipefail
 
 pip_tools_d="${BAKE_PIP_TOOLS_D:-/opt/pip-tools.d}"
@@ -75,17 +80,120 @@ check_vcs_pins() {
   [ "$bad" -eq 0 ] || die "refusing to install unpinned VCS requirements (pin the source's ref to a commit)"
 }
 
+# Does the pre-made lock cover every requirements-*.in line? Run by a Python with
+# `packaging` (pip-tools' venv has it; pip vendors it otherwise).
+check_lock_covers() {
+  local lock="$1" python="${pip_tools_venv}/bin/python"
+  [ -x "$python" ] || python="$(command -v python3 || true)"
+  [ -n "$python" ] || die "no Python to check the lock with"
+  local ins=()
+  while IFS= read -r f; do
+    ins+=("$f")
+  done < <(LC_ALL=C find "$pip_tools_d" -maxdepth 1 -name 'requirements-*.in' -type f | LC_ALL=C sort)
+  [ "${#ins[@]}" -gt 0 ] || return 0
+  "$python" - "$lock" "${ins[@]}" <<'PY' || die "the pre-made lock does not match this image's requirements (remake it: bake-plan lock)"
+import re, sys
+try:
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+    from packaging.version import InvalidVersion, Version
+except ImportError:
+    from pip._vendor.packaging.requirements import InvalidRequirement, Requirement
+    from pip._vendor.packaging.utils import canonicalize_name
+    from pip._vendor.packaging.version import InvalidVersion, Version
+
+def logical_lines(path):
+    text = open(path, encoding="utf-8").read().replace("\\\n", "")
+    for n, line in enumerate(text.splitlines(), 1):
+        line = re.split(r"(^|\s)#", line, maxsplit=1)[0].strip()
+        if line:
+            yield n, line
+
+def editable(line):
+    m = re.match(r"(?:-e|--editable)[\s=]+(\S+)", line)
+    return m and re.sub(r"^file://", "", m.group(1)).split("#")[0].rstrip("/")
+
+def parse(line):
+    try:
+        return Requirement(line)
+    except InvalidRequirement:
+        return None
+
+lock_path, ins = sys.argv[1], sys.argv[2:]
+pins, urls, editables = {}, {}, set()
+for _, line in logical_lines(lock_path):
+    if editable(line):
+        editables.add(editable(line))
+        continue
+    req = None if line.startswith("-") else parse(line)
+    if req is None or (req.marker and not req.marker.evaluate()):
+        continue
+    name = canonicalize_name(req.name)
+    exact = [s.version for s in req.specifier if s.operator == "=="]
+    pins[name] = exact[0] if exact else None
+    urls[name] = req.url
+problems = []
+for path in ins:
+    for n, line in logical_lines(path):
+        where = f"{path}:{n}: {line}"
+        if editable(line):
+            if editable(line) not in editables:
+                problems.append(f"{where}: not in the lock")
+            continue
+        if line.startswith("-"):
+            continue
+        req = parse(line)
+        if req is None or (req.marker and not req.marker.evaluate()):
+            continue
+        name = canonicalize_name(req.name)
+        if name not in pins:
+            problems.append(f"{where}: not in the lock")
+        elif req.url and urls[name] and req.url != urls[name]:
+            problems.append(f"{where}: the lock has {urls[name]}")
+        elif pins[name] and str(req.specifier):
+            try:
+                if not req.specifier.contains(Version(pins[name]), prereleases=True):
+                    problems.append(f"{where}: the lock pins {name}=={pins[name]}")
+            except InvalidVersion:
+                pass
+for problem in problems:
+    print(f"bake-pip-finalize: {problem}", file=sys.stderr)
+sys.exit(1 if problems else 0)
+PY
+}
+
 lock="${pip_tools_d}/requirements.lock"
 # The final stages mount an optional named context "pip-lock" here; keep a copy of
-# its lock next to the .in files so the image records what it was synced to.
+# its lock next to the .in files so the image records what it was synced to. A lock
+# that differs by arch comes as requirements-<arch>.lock, one per arch.
 pip_lock_dir="${BAKE_PIP_LOCK_DIR:-/opt/pip-lock}"
-if [ -f "${pip_lock_dir}/requirements.lock" ]; then
+arch="${BAKE_ARCH:-}"
+if [ -z "$arch" ]; then
+  case "$(uname -m)" in
+    x86_64) arch=amd64 ;;
+    aarch64 | arm64) arch=arm64 ;;
+    armv7l) arch=armv7 ;;
+    armv6l) arch=armv6 ;;
+    i386 | i686) arch=386 ;;
+    *) arch="$(uname -m)" ;;
+  esac
+fi
+premade=""
+if [ -f "${pip_lock_dir}/requirements-${arch}.lock" ]; then
+  premade="${pip_lock_dir}/requirements-${arch}.lock"
+elif [ -f "${pip_lock_dir}/requirements.lock" ]; then
+  premade="${pip_lock_dir}/requirements.lock"
+elif [ -n "$(find "$pip_lock_dir" -maxdepth 1 -name 'requirements-*.lock' 2>/dev/null)" ]; then
+  die "${pip_lock_dir} has per-arch locks but none for ${arch}"
+fi
+if [ -n "$premade" ]; then
   mkdir -p "$pip_tools_d"
-  cp "${pip_lock_dir}/requirements.lock" "$lock"
+  cp "$premade" "$lock"
 fi
 if [ -f "$lock" ]; then
   echo "bake-pip-finalize: using pre-made lock ${lock}"
   check_vcs_pins "$lock"
+  check_lock_covers "$lock"
   "${pip_sync[@]}" --python-executable "$target_python" "$lock"
   exit 0
 fi

@@ -10,6 +10,9 @@ host (builds have no network here).
   Python) for per-arch builds, caches and publishing; ``BAKE_PLAN_TESTFAMILY_LEAF_INPUT`` is the
   leaf's one changeable input.
 
+``tf-mid`` and ``tf-leaf`` name paths in the image (``/opt/wheels``, ``/opt/delta``); their
+``host_paths`` say where the same files are on the host, so ``bake-plan lock`` resolves them there.
+
 Directories come from the environment: ``BAKE_PLAN_TESTFAMILY_WHEELHOUSE`` (the wheelhouse) and
 ``BAKE_PLAN_TESTFAMILY_LOCAL_WHEELS`` (where ``gamma``'s wheel is).
 """
@@ -38,10 +41,11 @@ def bake_plan_stages():
               **{**common, "args": {**OFFLINE_PIP, "APT_PACKAGES": "python3 python3-venv"},
                  "contexts": {"wheelhouse": wheelhouse, "scripts": str(stages_dir() / "scripts")}}),
         Stage(name="tf-mid", image="tf-mid", parent="tf-root", context=HERE / "mid",
-              requirements=(f"gamma @ file:///opt/wheels/{GAMMA_WHEEL}",),
+              requirements=(f"gamma @ file:///opt/wheels/{GAMMA_WHEEL}",), host_paths={"/opt/wheels": local_wheels},
               **{**common, "contexts": {"wheelhouse": wheelhouse, "local-wheels": local_wheels}}),
         Stage(name="tf-leaf", image="tf-leaf", parent="tf-mid", context=HERE / "leaf",
-              requirements=("alpha<2", "-e file:///opt/delta"), **common),
+              requirements=("alpha<2", "-e file:///opt/delta"), host_paths={"/opt/delta": str(HERE / "leaf" / "delta")},
+              **common),
         Stage(name="tf-broken", image="tf-broken", parent="tf-root", context=HERE / "broken", **common),
         Stage(name="mx-root", image="mx-root", context=HERE / "mx-root", base_image="busybox:1.36",
               registry="localhost:5555/testfamily"),

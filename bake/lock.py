@@ -1,0 +1,428 @@
+"""``bake-plan lock``: compile a chain's requirements on the host, before any build.
+
+A stage's final image pip-compiles every ``requirements-*.in`` its meal kit chain wrote into
+``/opt/pip-tools.d`` (design.md). The lock runs that same compile on the host, from the
+``requirements`` lines the chain's stages declare, so a conflict between two stages shows in
+seconds, naming the stages and plugins, instead of hours into a build (JAX-Toolbox: protobuf
+between paxml and t5x, typing_extensions between TE and t5x). ``--locked`` builds then install
+exactly the lock.
+
+What goes in: for the requested stage and its parents (the meal kits its final stage is built
+on; stages it only ``uses``, such as ``te``, contribute no ``.in`` file), root first, each
+stage's lines as ``requirements-<stage>.in`` (the file names the image uses, so pip-compile's
+``# via -r requirements-<stage>.in`` annotations name the stage). pip-tools runs as a
+subprocess, ``<python> -m piptools compile``, with the options the final stage uses
+(``stages/scripts/pip-finalize.sh``); the index and find-links options pass through.
+
+Lines naming a path in the image (``-e file:///opt/delta``, ``gamma @ file:///opt/wheels/…``)
+are resolved from the host path the stage declares in ``Stage.host_paths``, and the lock names
+the in-image path again. A line with no host path is skipped: the lock says so in its header,
+``lock`` prints a note, and ``--locked`` refuses such a partial lock.
+
+Per arch: each line's environment marker is evaluated for every platform the stage supports
+(``platform_machine``: ``x86_64``, ``aarch64``…). When that leaves the same lines on every
+platform there is one lock, ``<locks>/<stage>.txt``; otherwise one per arch,
+``<locks>/<stage>-<arch>.txt``. The resolution itself runs on the host's interpreter, so
+dependencies' own markers and wheel tags are the host's: compile on the images' Python version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from bake import requirements as reqs
+from bake.compose import Composition
+from bake.errors import LockConflict, LockError, OutputError, UsageError
+from bake.naming import arch_of, target_name
+from bake.output import write_atomic
+from bake.stage import Stage
+
+CONTEXT_DIR = ".pip-lock"
+"""Under the locks directory: ``<stage>/requirements[-<arch>].lock``, the ``pip-lock`` named
+context of a ``--locked`` build (a copy of the lock, refreshed on every locked plan)."""
+
+HEADER = "# bake-plan "
+# Options pip-finalize.sh uses: index settings are never written into a lock (credentials in an
+# index URL would land in the image); pip-sync reads them from the environment, and index options
+# a stage wrote itself are put back at the top of the lock.
+COMPILE_OPTIONS = ("--no-header", "--strip-extras", "--allow-unsafe",
+                   "--no-emit-index-url", "--no-emit-find-links", "--no-emit-trusted-host")
+
+
+@dataclass(frozen=True)
+class Line:
+    """One requirement line a stage contributes on one platform.
+
+    :param text: as the stage declares it (what the image's ``.in`` file holds).
+    :param host: what the host's pip-compile reads (in-image paths mapped to host paths, a marker
+        that only holds on the target platform dropped); ``None`` when the line is skipped.
+    :param missing: for a skipped line, the in-image path that has no host path.
+    """
+
+    stage: str
+    plugin: str
+    text: str
+    host: Optional[str]
+    missing: Optional[str] = None
+
+    def who(self) -> str:
+        return f"stage '{self.stage}' (plugin '{self.plugin}')"
+
+
+@dataclass
+class LockSpec:
+    """One lock file to make: the stage it is for, the platforms it covers, its lines in chain order."""
+
+    target: str
+    platforms: Tuple[str, ...]
+    per_arch: bool
+    lines: List[Line]
+    host_paths: Dict[str, str] = field(default_factory=dict)
+
+    @property
+    def filename(self) -> str:
+        """``<stage>.txt``, or ``<stage>-<arch>.txt`` when the lines differ by arch."""
+        return f"{self.target}-{arch_of(self.platforms[0])}.txt" if self.per_arch else f"{self.target}.txt"
+
+    @property
+    def context_name(self) -> str:
+        """The file name in the ``pip-lock`` context: ``requirements.lock`` or ``requirements-<arch>.lock``."""
+        return f"requirements-{arch_of(self.platforms[0])}.lock" if self.per_arch else "requirements.lock"
+
+    @property
+    def digest(self) -> str:
+        """sha256 of the stages' lines (stage names and in-image text, in order): a lock made from
+        other lines is out of date."""
+        data = json.dumps([[line.stage, line.text] for line in self.lines], separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(data.encode()).hexdigest()
+
+    @property
+    def skipped(self) -> List[Line]:
+        return [line for line in self.lines if line.host is None]
+
+    def describe(self) -> str:
+        return f"'{self.target}' ({', '.join(self.platforms)})"
+
+
+def lock_chain(composition: Composition, name: str) -> List[Stage]:
+    """The stage ``name`` and its parents, root first: the meal kits its final stage compiles."""
+    by_name = {stage.name: stage for stage in composition.chain}
+    out = []
+    stage: Optional[Stage] = by_name[name]
+    while stage is not None:
+        out.append(stage)
+        stage = by_name.get(stage.parent) if stage.parent else None
+    return out[::-1]
+
+
+def stage_lines(stage: Stage, platform: str) -> List[Line]:
+    """The lines ``stage`` contributes on ``platform`` (see :func:`bake.requirements.for_platform`)."""
+    if stage.kind != "mealkit":  # only meal kits write REQUIREMENTS into /opt/pip-tools.d
+        return []
+    out = []
+    for text in stage.requirements:
+        effective = reqs.for_platform(text, platform)
+        if effective is None:
+            continue
+        host, missing = reqs.to_host(effective, stage.host_paths)
+        out.append(Line(stage.name, stage.plugin, text, host, missing))
+    return out
+
+
+def lock_specs(composition: Composition, name: str) -> List[LockSpec]:
+    """The lock files stage ``name`` needs for the platforms its final target builds for.
+
+    :raises UsageError: the stage is a one-target stage (no final pip-compile step to lock).
+    """
+    by_name = {stage.name: stage for stage in composition.chain}
+    stage = by_name[name]
+    if stage.kind != "mealkit":
+        raise UsageError(f"stage '{name}' (plugin '{stage.plugin}') is a one-target stage: "
+                         "it has no final pip-compile step to lock")
+    chain = lock_chain(composition, name)
+    wanted = tuple(composition.plan["target"][target_name(name)]["platforms"])
+    every = tuple(dict.fromkeys(tuple(stage.platforms) + wanted))
+    per_platform = {p: [line for s in chain for line in stage_lines(s, p)] for p in every}
+    per_arch = len({tuple(lines) for lines in per_platform.values()}) > 1
+    host_paths: Dict[str, str] = {}
+    for s in chain:
+        host_paths.update(s.host_paths)
+    if per_arch:
+        return [LockSpec(name, (p,), True, per_platform[p], host_paths) for p in wanted]
+    return [LockSpec(name, wanted, False, per_platform[wanted[0]], host_paths)]
+
+
+def python_version(python: str) -> str:
+    """The version of ``python``, checking it has pip-tools.
+
+    :raises UsageError: the interpreter cannot be run or has no pip-tools.
+    """
+    try:
+        proc = subprocess.run([python, "-c", "import piptools, platform; print(platform.python_version())"],
+                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    except OSError as err:
+        raise UsageError(f"--python {python}: cannot run it: {err.strerror or err}") from None
+    if proc.returncode != 0:
+        raise UsageError(f"--python {python}: pip-tools is not installed for it (pip install pip-tools)")
+    return proc.stdout.strip()
+
+
+def compile_lock(spec: LockSpec, pip_args: Sequence[str] = (), python: str = "python3",
+                 version: Optional[str] = None) -> str:
+    """Compile ``spec`` with pip-tools and return the lock's text: a ``# bake-plan`` header, the
+    index options the stages wrote, then pip-compile's output with in-image paths restored.
+
+    :param pip_args: index and find-links options for pip-compile (``--index-url``, ``--no-index``…).
+    :param python: the interpreter that runs ``-m piptools compile`` (its Python is what the lock is
+        resolved for).
+    :raises LockConflict: the stages' requirements conflict (each named with stage and plugin).
+    :raises LockError: pip-compile failed otherwise (e.g. a requirement no index has).
+    :raises UsageError: a declared host path does not exist.
+    """
+    for line in spec.lines:
+        if line.host is not None and line.host != line.text:
+            loc = reqs.location(line.host)
+            path = reqs.local_path(loc) if loc else None
+            if path and not Path(path).exists():
+                raise UsageError(f"{line.who()}: host path {path} for {line.text!r} does not exist")
+    host_lines = [line for line in spec.lines if line.host is not None]
+    body = ""
+    if host_lines:
+        body = _run_compile(spec, host_lines, pip_args, python)
+        body = reqs.to_image(body, spec.host_paths)
+    options = list(dict.fromkeys(line.text.strip() for line in spec.lines if reqs.is_index_option(line.text)))
+    return header(spec, version) + "".join(o + "\n" for o in options) + body
+
+
+def header(spec: LockSpec, version: Optional[str]) -> str:
+    """The lock's first lines, ``# bake-plan <key>: <value>``, read back by :func:`read_header`."""
+    out = [f"{HEADER}lock: made by `bake-plan lock --target {spec.target}`; "
+           f"`bake-plan build --target {spec.target} --locked` installs exactly this.",
+           f"{HEADER}target: {spec.target}",
+           f"{HEADER}platforms: {', '.join(spec.platforms)}",
+           f"{HEADER}inputs: {spec.digest}"]
+    if version:
+        out.append(f"{HEADER}python: {version}")
+    for line in spec.skipped:
+        out.append(f"{HEADER}skipped: {line.text} ({line.who()}: in-image path {line.missing} has no host path)")
+    return "".join(o + "\n" for o in out)
+
+
+def read_header(text: str) -> Dict[str, List[str]]:
+    """``{key: [values]}`` from a lock's ``# bake-plan <key>: <value>`` lines."""
+    out: Dict[str, List[str]] = {}
+    for line in text.splitlines():
+        if not line.startswith(HEADER):
+            continue
+        key, sep, value = line[len(HEADER):].partition(": ")
+        if sep:
+            out.setdefault(key, []).append(value)
+    return out
+
+
+def _in_files(directory: Path, lines: Sequence[Line]) -> List[str]:
+    by_stage: Dict[str, List[str]] = {}
+    for line in lines:
+        by_stage.setdefault(line.stage, []).append(line.host)
+    names = []
+    for stage, texts in by_stage.items():
+        name = f"requirements-{stage}.in"
+        (directory / name).write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+        names.append(name)
+    return names
+
+
+def _run_compile(spec: LockSpec, lines: Sequence[Line], pip_args: Sequence[str], python: str,
+                 explain: bool = True) -> str:
+    with tempfile.TemporaryDirectory(prefix="bake-plan-lock-") as tmp:
+        ins = _in_files(Path(tmp), lines)
+        argv = [python, "-m", "piptools", "compile", "-v", *COMPILE_OPTIONS, *pip_args,
+                "--output-file", "requirements.txt", *ins]
+        try:
+            proc = subprocess.run(argv, cwd=tmp, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        except OSError as err:
+            raise UsageError(f"cannot run {python}: {err.strerror or err}") from None
+        if proc.returncode != 0:
+            if not explain:
+                raise LockError("pip-compile failed")
+            raise _failure(spec, lines, proc.stdout + "\n" + proc.stderr, pip_args, python)
+        return (Path(tmp) / "requirements.txt").read_text(encoding="utf-8")
+
+
+_USER_REQUESTED = re.compile(r"\s*The user requested (?:\(constraint\) )?(?P<req>.+?)\s*$")
+_DEPENDS_ON = re.compile(r"\s*(?P<name>\S+) (?P<version>\S+) depends on (?P<req>.+?)\s*$")
+_NOT_FOUND = re.compile(r"No matching distribution found for (?P<req>.+?)\s*$")
+
+
+def conflict_causes(output: str) -> List[Tuple[str, Optional[Tuple[str, str]]]]:
+    """pip's "The conflict is caused by:" section as ``[(requirement, (parent, version) or None)]``;
+    ``None`` stands for a requirement the user (a ``.in`` file) asked for."""
+    causes: List[Tuple[str, Optional[Tuple[str, str]]]] = []
+    inside = False
+    for line in output.splitlines():
+        if "The conflict is caused by:" in line:
+            inside = True
+            continue
+        if not inside:
+            continue
+        if not line.strip():
+            if causes:
+                break
+            continue
+        user = _USER_REQUESTED.match(line)
+        dep = _DEPENDS_ON.match(line)
+        if user:
+            causes.append((user.group("req"), None))
+        elif dep:
+            causes.append((dep.group("req"), (dep.group("name"), dep.group("version"))))
+        else:
+            break
+    return causes
+
+
+def _asking(lines: Sequence[Line], requirement: str) -> List[Line]:
+    """The lines that ask for ``requirement`` as pip printed it: same project and specifiers, else same project."""
+    exact = [line for line in lines if line.host and reqs.same_requirement(requirement, line.host)]
+    if exact:
+        return exact
+    name = reqs.project_name(requirement)
+    return [line for line in lines if line.host and name and reqs.project_name(line.host) == name]
+
+
+def _pulling(spec: LockSpec, lines: Sequence[Line], project: str, pip_args, python, cache) -> List[Line]:
+    """The stages through which ``project`` comes in as a dependency (one line of each): each
+    stage's lines are compiled alone, and a stage whose result has ``project`` brings it."""
+    wanted = reqs.canonical_name(project)
+    found: List[Line] = []
+    for stage in dict.fromkeys(line.stage for line in lines):
+        if stage not in cache:
+            own = [line for line in lines if line.stage == stage]
+            try:
+                cache[stage] = _run_compile(spec, own, pip_args, python, explain=False)
+            except (LockError, UsageError):
+                cache[stage] = ""
+        names = {reqs.project_name(row) for row in cache[stage].splitlines() if row and not row[0].isspace()}
+        if wanted in names:
+            found.append(next(line for line in lines if line.stage == stage))
+    return found
+
+
+def _failure(spec: LockSpec, lines: Sequence[Line], output: str, pip_args, python) -> LockError:
+    causes = conflict_causes(output)
+    if causes:
+        details, cache, stages = [], {}, []
+        for requirement, parent in causes:
+            if parent is None:
+                who = _asking(lines, requirement)
+                where = "; ".join(f"{line.who()} asks for it: {line.text}" for line in who) or "from an included file"
+                details.append(f"{requirement}  <- {where}")
+            else:
+                pname, pversion = parent
+                pname = pname.split("[", 1)[0]
+                who = _asking(lines, pname)
+                if who:
+                    where = "; ".join(f"{line.who()} asks for {pname}: {line.text}" for line in who)
+                else:
+                    who = _pulling(spec, lines, pname, pip_args, python, cache)
+                    where = "; ".join(f"{line.who()} brings {pname} in through its requirements" for line in who) \
+                        or f"{pname} comes in as a dependency"
+                details.append(f"{requirement}  <- {pname} {pversion} needs it; {where}")
+            stages += [line.stage for line in who]
+        order = [line.stage for line in spec.lines]
+        named = sorted(set(stages), key=order.index)
+        if len(named) == 1:
+            where = f"within stage '{named[0]}'"
+        else:
+            where = "between stages " + ", ".join(f"'{s}'" for s in named[:-1]) + f" and '{named[-1]}'" \
+                if named else "between the chain's stages"
+        return LockConflict(f"conflicting requirements for {spec.describe()}, {where}:", details)
+    missing = [m.group("req") for m in map(_NOT_FOUND.search, output.splitlines()) if m]
+    if missing:
+        requirement = missing[-1]
+        who = _asking(lines, requirement)
+        where = "; ".join(f"{line.who()} asks for it: {line.text}" for line in who) or "a dependency needs it"
+        return LockError(f"no distribution found for {requirement} ({where}), locking {spec.describe()}")
+    errors = [line.strip() for line in output.splitlines() if line.strip().startswith("ERROR:")]
+    last = [line.strip() for line in output.splitlines() if line.strip()]
+    reason = errors[-1] if errors else (last[-1] if last else "no output")
+    return LockError(f"pip-compile failed for {spec.describe()}: {reason}", errors[:-1][-10:])
+
+
+def write_locks(results: Sequence[Tuple[LockSpec, str]], locks_dir: Path) -> List[Path]:
+    """Write each lock atomically into ``locks_dir`` (created if missing), and remove the lock files
+    of the same stages in the other form (one lock vs. one per arch) that are now out of date.
+
+    :raises OutputError: the directory or a file cannot be written.
+    """
+    try:
+        locks_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise OutputError(f"cannot create the locks directory {locks_dir}: {err.strerror or err}") from None
+    written = []
+    for spec, text in results:
+        path = locks_dir / spec.filename
+        write_atomic(str(path), text, "the lock")
+        written.append(path)
+    for spec, _ in results:
+        other = [locks_dir / f"{spec.target}.txt"] if spec.per_arch else \
+            sorted(locks_dir.glob(f"{spec.target}-*.txt"))
+        for path in other:
+            if path in written or not path.is_file():
+                continue
+            if read_header(path.read_text(encoding="utf-8", errors="replace")).get("target") == [spec.target]:
+                path.unlink()
+    return written
+
+
+def locked_contexts(composition: Composition, locks_dir: Path) -> Tuple[Tuple[str, str], ...]:
+    """For a ``--locked`` plan: check each requested stage's lock and copy it into its ``pip-lock``
+    context directory (``<locks>/.pip-lock/<stage>/``).
+
+    :returns: ``(stage name, absolute context directory)`` pairs for :class:`bake.compose.PlanOptions`.
+    :raises UsageError: a lock is missing, is another stage's, does not cover a platform of the plan,
+        is out of date (the stages' lines changed since), or skipped in-image lines.
+    """
+    pairs = []
+    for name in composition.requested:
+        files: Dict[str, str] = {}
+        for spec in lock_specs(composition, name):
+            path = locks_dir / spec.filename
+            again = f"run `bake-plan lock --target {name}`"
+            try:
+                text = path.read_text(encoding="utf-8")
+            except OSError:
+                raise UsageError(f"--locked: no lock {path} for {spec.describe()}: {again}") from None
+            head = read_header(text)
+            if head.get("target") != [name]:
+                raise UsageError(f"--locked: {path} is not a bake-plan lock of '{name}': {again}")
+            covered = [p.strip() for p in (head.get("platforms") or [""])[0].split(",") if p.strip()]
+            missing = [p for p in spec.platforms if p not in covered]
+            if missing:
+                raise UsageError(f"--locked: {path} covers {', '.join(covered) or 'no platform'}, "
+                                 f"not {', '.join(missing)}: {again}")
+            if head.get("inputs") != [spec.digest]:
+                raise UsageError(f"--locked: {path} is out of date (the requirement lines of the chain of "
+                                 f"'{name}' changed since it was made): {again}")
+            if head.get("skipped"):
+                raise UsageError(f"--locked: {path} leaves out {len(head['skipped'])} in-image line(s) with no "
+                                 f"host path ({head['skipped'][0]}); declare host_paths on the stage")
+            files[spec.context_name] = text
+        directory = (locks_dir / CONTEXT_DIR / name).resolve()
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            for old in directory.glob("*.lock"):
+                if old.name not in files:
+                    old.unlink()
+        except OSError as err:
+            raise OutputError(f"cannot prepare the pip-lock context {directory}: {err.strerror or err}") from None
+        for filename, text in files.items():
+            write_atomic(str(directory / filename), text, "the pip-lock context")
+        pairs.append((name, str(directory)))
+    return tuple(pairs)

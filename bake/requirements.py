@@ -1,0 +1,229 @@
+"""Requirement lines, as a stage writes them to ``/opt/pip-tools.d/requirements-<stage>.in``.
+
+A line is pip's requirements-file syntax (https://pip.pypa.io/en/stable/reference/requirements-file-format/):
+a PEP 508 requirement (``numpy<2``, ``jaxlib @ file:///opt/jaxlib/dist/x.whl``), an editable
+(``-e file:///opt/paxml``), a bare path or URL, or an option (``--extra-index-url …``,
+``-f …``, ``-r …``). This module answers the few questions bake-plan asks about one line: which
+project it names, which local path it refers to, whether a ``git+`` URL in it is pinned to a
+commit, and whether its environment marker holds on a given platform. It rewrites in-image paths
+to host paths (for ``bake-plan lock``) and back.
+
+``packaging`` is imported lazily: ``bake-plan plan`` only needs :func:`unpinned_vcs`.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from pathlib import PurePosixPath
+from typing import Dict, Mapping, Optional, Tuple
+
+# A git+ URL pinned to a full commit: "…git+<url>@<40 hex>" then a fragment, a space, a marker or the end.
+# The same rule as stages/scripts/pip-finalize.sh, so a line the host accepts the image accepts too.
+_VCS_PINNED = re.compile(r"git\+\S*@[0-9a-fA-F]{40}(?=[#\s;]|$)")
+
+# Options whose value is a path or URL that may point into the image.
+_LOCATION_OPTIONS = ("-e", "--editable", "-f", "--find-links", "-r", "--requirement", "-c", "--constraint",
+                     "-i", "--index-url", "--extra-index-url")
+_OPTION = re.compile(r"\s*(?P<opt>--[A-Za-z0-9-]+|-[A-Za-z])(?:[\s=]+(?P<value>.*?))?\s*$")
+_OPTION_VALUE = re.compile(r"\s*(?:--[A-Za-z0-9-]+|-[A-Za-z])[\s=]*(?P<loc>[^\s]+)")
+_URL_REQUIREMENT = re.compile(r"\s*[A-Za-z0-9][A-Za-z0-9._-]*\s*(?:\[[^\]]*\])?\s*@\s*(?P<loc>[^\s;]+)")
+_BARE_LOCATION = re.compile(r"\s*(?P<loc>(?:\.|/|file:|[A-Za-z][A-Za-z0-9+.-]*://)[^\s;]*)")
+# Options that tell pip where to find packages: pip-sync in the image still needs them, so a lock
+# carries them at its top (stages/scripts/pip-finalize.sh does the same).
+INDEX_OPTIONS = ("-i", "--index-url", "--extra-index-url", "-f", "--find-links", "--trusted-host", "--no-index")
+
+# buildx platform → the ``platform_machine`` PEP 508 markers see on it (uname -m in the image).
+PLATFORM_MACHINE = {
+    "linux/amd64": "x86_64",
+    "linux/arm64": "aarch64",
+    "linux/arm/v7": "armv7l",
+    "linux/arm/v6": "armv6l",
+    "linux/ppc64le": "ppc64le",
+    "linux/s390x": "s390x",
+    "linux/riscv64": "riscv64",
+    "linux/386": "i686",
+}
+
+
+def unpinned_vcs(line: str) -> bool:
+    """True when ``line`` has a ``git+`` URL that is not pinned to a full 40-hex commit
+    (``pkg @ git+https://…@main``). Such a line makes an image depend on when it was built."""
+    return "git+" in line and not _VCS_PINNED.search(line)
+
+
+def split_option(line: str) -> Tuple[Optional[str], str]:
+    """``("-e", "file:///opt/x")`` for ``-e file:///opt/x``; ``(None, line)`` for a line that is
+    not an option. ``--opt value`` and ``--opt=value`` forms are accepted; the option comes back
+    as written."""
+    match = _OPTION.match(line)
+    if not match:
+        return None, line.strip()
+    return match.group("opt"), (match.group("value") or "").strip()
+
+
+def is_index_option(line: str) -> bool:
+    """True for ``--extra-index-url``, ``-f`` and the other options that say where packages are."""
+    option, _ = split_option(line)
+    return option in INDEX_OPTIONS
+
+
+def _location_span(line: str) -> Optional[Tuple[int, int]]:
+    """Where in ``line`` the path or URL it refers to is, as ``(start, end)``; ``None`` if it names none."""
+    option, value = split_option(line)
+    if option is not None:
+        if option not in _LOCATION_OPTIONS or not value:
+            return None
+        match = _OPTION_VALUE.match(line)
+    else:
+        match = _URL_REQUIREMENT.match(line) or _BARE_LOCATION.match(line)
+    return match.span("loc") if match else None
+
+
+def location(line: str) -> Optional[str]:
+    """The path or URL a line refers to (``file:///opt/paxml`` for ``-e file:///opt/paxml``), or ``None``."""
+    span = _location_span(line)
+    return line[span[0]:span[1]] if span else None
+
+
+def local_path(loc: str) -> Optional[str]:
+    """The local filesystem path a location means: ``file:///opt/x`` and ``/opt/x`` give
+    ``/opt/x``; a relative ``./x`` comes back as is; remote URLs (``https://``, ``git+…``) give
+    ``None``. A URL fragment (``#egg=…``) is dropped."""
+    if loc.startswith("file:"):
+        parsed = urllib.parse.urlsplit(loc)
+        if parsed.netloc not in ("", "localhost"):
+            return None
+        return urllib.parse.unquote(parsed.path)
+    if "://" in loc or loc.startswith("git+"):
+        return None
+    return loc.split("#", 1)[0]
+
+
+def _map_prefix(path: str, mapping: Mapping[str, str]) -> Optional[str]:
+    for key in sorted(mapping, key=len, reverse=True):
+        base = key.rstrip("/") or "/"
+        if path == base or path.startswith(base.rstrip("/") + "/"):
+            return mapping[key].rstrip("/") + path[len(base.rstrip("/")):]
+    return None
+
+
+def to_host(line: str, host_paths: Mapping[str, str]) -> Tuple[Optional[str], Optional[str]]:
+    """Rewrite an in-image line for resolving on the host.
+
+    :param host_paths: in-image absolute path → host absolute path (longest prefix wins).
+    :returns: ``(host_line, None)``: the line with its local path replaced (unchanged when it
+        names no local path); or ``(None, path)`` when it names a local path that ``host_paths``
+        does not cover (the in-image ``path``).
+    """
+    span = _location_span(line)
+    if span is None:
+        return line, None
+    loc = line[span[0]:span[1]]
+    path = local_path(loc)
+    if path is None:
+        return line, None
+    if not path.startswith("/"):
+        return None, path
+    host = _map_prefix(str(PurePosixPath(path)), host_paths)
+    if host is None:
+        return None, path
+    # Always a file:// URL on the host: a host path may hold spaces, which a bare path cannot.
+    fragment = urllib.parse.urlsplit(loc).fragment if loc.startswith("file:") else loc.partition("#")[2]
+    new = file_uri(host) + (f"#{fragment}" if fragment else "")
+    return line[:span[0]] + new + line[span[1]:], None
+
+
+def file_uri(path: str) -> str:
+    """``file://`` URL of an absolute path, percent-encoded the way pip writes it (``file:///a%20b``)."""
+    return "file://" + urllib.parse.quote(path)
+
+
+def to_image(text: str, host_paths: Mapping[str, str]) -> str:
+    """Undo :func:`to_host` on a whole lock: every ``file://<host path>`` becomes
+    ``file://<in-image path>`` again. Paths are matched whole (``/a/delta`` never rewrites
+    ``/a/delta2``)."""
+    pairs = sorted(((image, host) for image, host in host_paths.items()), key=lambda p: len(p[1]), reverse=True)
+    for image, host in pairs:
+        host, image = host.rstrip("/"), image.rstrip("/")
+        for old, new in ((file_uri(host), file_uri(image)), ("file://" + host, "file://" + image)):
+            text = re.sub(re.escape(old) + r"(?=[/#\s;]|$)", lambda _m, new=new: new, text, flags=re.M)
+    return text
+
+
+def project_name(line: str) -> Optional[str]:
+    """The canonical project name a PEP 508 line asks for (``Typing_Extensions>=4`` →
+    ``typing-extensions``), or ``None`` for options, editables and bare paths."""
+    req = parse(line)
+    return None if req is None else _canonical(req.name)
+
+
+def parse(line: str):
+    """The line as a ``packaging.requirements.Requirement``, or ``None`` when it is not a PEP 508 line."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    text = line.split(" #", 1)[0].strip()
+    if not text or text.startswith(("-", "#", ".", "/")):
+        return None
+    try:
+        return Requirement(text)
+    except InvalidRequirement:
+        return None
+
+
+def _canonical(name: str) -> str:
+    from packaging.utils import canonicalize_name
+
+    return str(canonicalize_name(name))
+
+
+def canonical_name(name: str) -> str:
+    """PEP 503 normalised project name (``Typing_Extensions`` → ``typing-extensions``)."""
+    return _canonical(name)
+
+
+def marker_environment(platform: str) -> Dict[str, str]:
+    """The PEP 508 marker environment of the running interpreter, moved to ``platform``
+    (``linux/arm64``: ``platform_machine`` ``aarch64``, ``sys_platform`` ``linux``). Python
+    version markers keep the host interpreter's values: the lock is compiled by it."""
+    from packaging.markers import default_environment
+
+    env = dict(default_environment())
+    env.update(platform_machine=PLATFORM_MACHINE.get(platform, env["platform_machine"]),
+               sys_platform="linux", platform_system="Linux", os_name="posix")
+    return env
+
+
+def for_platform(line: str, platform: str) -> Optional[str]:
+    """The line as the host's pip-compile should see it for an image on ``platform``.
+
+    A line without a marker, or whose marker gives the same answer on the host and on
+    ``platform``, comes back unchanged (pip-compile evaluates it the same way). A marker that
+    holds on ``platform`` but not on the host is dropped from the line (so the host resolves it);
+    a line whose marker does not hold on ``platform`` gives ``None``.
+    """
+    req = parse(line)
+    if req is None or req.marker is None:
+        return line
+    from packaging.markers import default_environment
+
+    on_platform = req.marker.evaluate(marker_environment(platform))
+    on_host = req.marker.evaluate(dict(default_environment()))
+    if not on_platform:
+        return None
+    if on_host:
+        return line
+    req.marker = None
+    return str(req)
+
+
+def same_requirement(printed: str, line: str) -> bool:
+    """True when pip's rendering of a requirement (``alpha<2``, as in "The user requested alpha<2")
+    is what ``line`` asks for: same project, and same version specifiers when both have them."""
+    a, b = parse(printed), parse(line)
+    if a is None or b is None:
+        return False
+    if _canonical(a.name) != _canonical(b.name):
+        return False
+    return a.specifier == b.specifier or not str(a.specifier) or not str(b.specifier)
+

@@ -1,0 +1,321 @@
+"""The sources manifest: which commit of each source the images build, and moving it ("bump").
+
+JAX-Toolbox keeps one manifest of the sources its images fetch: per source a git ``url``, the
+``tracking_ref`` it follows, the ``commit`` last taken from it, and a ``mode`` (``git-clone``:
+cloned and installed editable; ``pip-vcs``: a ``pkg @ git+url@commit`` line). Plans pass
+``URLREF_<NAME> = <url>#<commit>``, so a build never depends on where a branch was when it ran;
+a nightly ``bake-plan bump`` moves each commit to the head of its tracking ref.
+
+The manifest is TOML, one table per source, read with tomllib (tomli before Python 3.11)::
+
+    [transformer-engine]              # URLREF_TRANSFORMER_ENGINE
+    url = "https://github.com/NVIDIA/TransformerEngine.git"
+    tracking_ref = "main"
+    commit = "…40 hex…"
+    mode = "git-clone"
+
+Which file: :func:`use_manifest` (the CLI's ``--sources``), else ``$BAKE_PLAN_SOURCES``, else the
+shipped ``stages/sources.toml``. Bump rewrites only the ``commit = "…"`` lines it moves, so
+comments, order and layout stay as they were.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+from bake.errors import SourcesError
+from bake.output import write_atomic
+from bake.resources import stages_dir
+from bake.stage import SOURCE_MODES, Source
+
+MANIFEST_ENV = "BAKE_PLAN_SOURCES"
+"""Environment variable naming the sources manifest to use instead of the shipped one."""
+
+KEYS = ("url", "tracking_ref", "commit", "mode")
+_COMMIT = re.compile(r"[0-9a-f]{40}\Z")
+_TABLE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*\Z")
+_override: Optional[Path] = None
+
+
+@dataclass(frozen=True)
+class ManifestSource:
+    """One table of the manifest.
+
+    :param key: the table name (``transformer-engine``).
+    :param url: git URL (``https://…``, ``git@…``, ``file://…``).
+    :param tracking_ref: the branch or tag ``bump`` follows (``main``, ``refs/heads/main``, ``v1.2``).
+    :param commit: the 40-hex commit plans pass.
+    :param mode: ``git-clone`` or ``pip-vcs``.
+    """
+
+    key: str
+    url: str
+    tracking_ref: str
+    commit: str
+    mode: str
+
+    @property
+    def name(self) -> str:
+        """The ``URLREF_<name>`` suffix: the key upper-cased, ``-`` → ``_`` (``TRANSFORMER_ENGINE``)."""
+        return self.key.upper().replace("-", "_")
+
+
+def use_manifest(path: Optional[Union[str, Path]]) -> None:
+    """Make ``path`` the manifest every later :func:`load_manifest` / :func:`source` reads
+    (``None``: back to ``$BAKE_PLAN_SOURCES`` or the shipped one). The CLI's ``--sources``."""
+    global _override
+    _override = Path(path) if path is not None else None
+
+
+def manifest_path() -> Path:
+    """The manifest in use: :func:`use_manifest`'s, else ``$BAKE_PLAN_SOURCES``, else ``stages/sources.toml``."""
+    if _override is not None:
+        return _override
+    env = os.environ.get(MANIFEST_ENV)
+    return Path(env) if env else stages_dir() / "sources.toml"
+
+
+def _toml():
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python < 3.11
+        import tomli as tomllib
+    return tomllib
+
+
+def parse_manifest(text: str, where: str) -> Dict[str, ManifestSource]:
+    """Parse and check manifest text.
+
+    :param where: the file name, for messages.
+    :returns: table name → :class:`ManifestSource`, in file order.
+    :raises SourcesError: invalid TOML, a value that is not a table, a missing or unknown key, a
+        commit that is not 40 lower-case hex digits, an unknown mode; one line naming file and table.
+    """
+    tomllib = _toml()
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise SourcesError(f"{where}: not valid TOML: {err}") from None
+    out: Dict[str, ManifestSource] = {}
+    names: Dict[str, str] = {}
+    for key, table in data.items():
+        here = f"{where}: [{key}]"
+        if not isinstance(table, dict):
+            raise SourcesError(f"{where}: '{key}' must be a table ([{key}] with url, tracking_ref, commit, mode)")
+        if not _TABLE_NAME.match(key):
+            raise SourcesError(f"{here}: a source name is letters, digits, '-' and '_', starting with a letter")
+        missing = [k for k in KEYS if k not in table]
+        if missing:
+            raise SourcesError(f"{here}: missing {', '.join(missing)}")
+        unknown = sorted(set(table) - set(KEYS))
+        if unknown:
+            raise SourcesError(f"{here}: unknown key {unknown[0]!r} (known: {', '.join(KEYS)})")
+        for k in KEYS:
+            value = table[k]
+            if not isinstance(value, str) or not value or any(c in value for c in "#\n\r \t"):
+                raise SourcesError(f"{here}: {k} {value!r} must be a non-empty string without '#' or spaces")
+        if not _COMMIT.match(table["commit"]):
+            raise SourcesError(f"{here}: commit {table['commit']!r} is not a 40-hex commit (run `bake-plan bump {key}`)")
+        if table["mode"] not in SOURCE_MODES:
+            raise SourcesError(f"{here}: mode {table['mode']!r} is not one of {', '.join(SOURCE_MODES)}")
+        entry = ManifestSource(key=key, url=table["url"], tracking_ref=table["tracking_ref"],
+                               commit=table["commit"], mode=table["mode"])
+        if entry.name in names:
+            raise SourcesError(f"{here}: both [{names[entry.name]}] and [{key}] become URLREF_{entry.name}")
+        names[entry.name] = key
+        out[key] = entry
+    return out
+
+
+_cache: Dict[Tuple[str, int, int], Dict[str, ManifestSource]] = {}
+
+
+def load_manifest(path: Optional[Union[str, Path]] = None) -> Dict[str, ManifestSource]:
+    """Read the manifest (default :func:`manifest_path`); cached while the file is unchanged.
+
+    :raises SourcesError: the file cannot be read, or :func:`parse_manifest` refuses it.
+    """
+    file = Path(path) if path is not None else manifest_path()
+    try:
+        stat = file.stat()
+        key = (str(file.resolve()), stat.st_mtime_ns, stat.st_size)
+        if key not in _cache:
+            _cache[key] = parse_manifest(file.read_text(encoding="utf-8"), str(file))
+    except OSError as err:
+        raise SourcesError(f"cannot read the sources manifest {file}: {err.strerror or err}") from None
+    return _cache[key]
+
+
+def lookup(manifest: Dict[str, ManifestSource], name: str, where: str) -> ManifestSource:
+    """The entry for ``name``, matched on its key or its ``URLREF_`` name (``transformer-engine``,
+    ``TRANSFORMER_ENGINE`` and ``transformer_engine`` are the same source).
+
+    :raises SourcesError: no such source, with the known ones.
+    """
+    wanted = name.upper().replace("-", "_")
+    for entry in manifest.values():
+        if entry.name == wanted:
+            return entry
+    raise SourcesError(f"{where} has no source {name!r} (it has: {', '.join(manifest) or 'none'})")
+
+
+def source(name: str, path: Optional[str] = None) -> Source:
+    """A :class:`bake.Source` for a plugin, from the manifest in use: ``ref`` is the manifest's
+    commit, so plans pass ``URLREF_<NAME> = <url>#<commit>``.
+
+    :param name: the manifest table (``jax``, ``transformer-engine``).
+    :param path: where the source lands in the image (default ``/opt/<name>``).
+    :raises SourcesError: the manifest is unreadable or malformed, or has no such source.
+    """
+    file = manifest_path()
+    entry = lookup(load_manifest(file), name, str(file))
+    return Source(entry.name, entry.url, entry.commit, path=path, mode=entry.mode)
+
+
+# ---- bump -----------------------------------------------------------------------------------
+
+LsRemote = Callable[[str, str], List[Tuple[str, str]]]
+
+
+def ls_remote(url: str, ref: str, timeout: float = 120) -> List[Tuple[str, str]]:
+    """``git ls-remote <url> <ref> <ref>^{}`` as ``[(commit, refname)]``; never prompts for credentials.
+
+    :raises SourcesError: git is missing, times out, or cannot reach the repository (git's last line).
+    """
+    env = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_ASKPASS="true", SSH_ASKPASS="true")
+    env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
+    try:
+        # The peeled pattern too: a pattern "v1" does not match the "refs/tags/v1^{}" line.
+        proc = subprocess.run(["git", "ls-remote", "--", url, ref, ref + "^{}"], capture_output=True, text=True,
+                              timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise SourcesError("git is not installed (bump runs `git ls-remote`)") from None
+    except subprocess.TimeoutExpired:
+        raise SourcesError(f"git ls-remote {url} timed out after {timeout:.0f} s") from None
+    if proc.returncode != 0:
+        lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
+        reason = next((line for line in lines if line.startswith("fatal:")), lines[-1] if lines else f"exit {proc.returncode}")
+        raise SourcesError(f"cannot reach {url}: {reason}")
+    out = []
+    for line in proc.stdout.splitlines():
+        commit, _, refname = line.partition("\t")
+        if commit and refname:
+            out.append((commit.strip(), refname.strip()))
+    return out
+
+
+def pick_ref(refs: Sequence[Tuple[str, str]], ref: str) -> Optional[str]:
+    """The commit ``ref`` names among ``git ls-remote``'s answer: a full ``refs/…`` name exactly;
+    ``HEAD``; else the branch ``refs/heads/<ref>``, then the tag ``refs/tags/<ref>`` (an annotated
+    tag's commit, ``^{}``, before the tag object). ``None`` when none matches."""
+    table = dict((name, commit) for commit, name in refs)
+    if ref.startswith("refs/"):
+        candidates = [ref + "^{}", ref]
+    elif ref == "HEAD":
+        candidates = ["HEAD"]
+    else:
+        candidates = [f"refs/heads/{ref}", f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}"]
+    for name in candidates:
+        if name in table:
+            return table[name]
+    return None
+
+
+@dataclass(frozen=True)
+class Bump:
+    """What bump did to one source: ``old`` and ``new`` commits (equal when it did not move)."""
+
+    key: str
+    tracking_ref: str
+    old: str
+    new: str
+
+    @property
+    def moved(self) -> bool:
+        return self.old != self.new
+
+
+_TABLE_HEADER = re.compile(r"""\s*\[\s*(?P<name>[A-Za-z0-9_-]+|"[^"]*"|'[^']*')\s*\]\s*(?:#.*)?$""")
+_COMMIT_LINE = re.compile(r"""(?P<head>\s*commit\s*=\s*)(?P<q>["'])(?P<value>[^"'\n]*)(?P=q)(?P<tail>\s*(?:#.*)?)$""")
+
+
+def rewrite_commits(text: str, commits: Dict[str, str], where: str) -> str:
+    """Replace the ``commit = "…"`` value of each table in ``commits`` (table name → new commit)
+    and nothing else: comments, order, quoting and spacing stay.
+
+    :raises SourcesError: a table keeps its commit elsewhere than on a ``commit = "…"`` line of its
+        own ``[table]`` section (an inline table, a dotted key), so it cannot be edited in place.
+    """
+    lines = re.findall(r"[^\n]*\n|[^\n]+$", text)
+    table: Optional[str] = None
+    done = set()
+    for i, line in enumerate(lines):
+        body = line.rstrip("\r\n")
+        header = _TABLE_HEADER.match(body)
+        if header:
+            table = header.group("name").strip("\"'")
+            continue
+        if table in commits and table not in done:
+            match = _COMMIT_LINE.match(body)
+            if match:
+                ending = line[len(body):]
+                lines[i] = (f"{match.group('head')}{match.group('q')}{commits[table]}{match.group('q')}"
+                            f"{match.group('tail')}{ending}")
+                done.add(table)
+    missing = [name for name in commits if name not in done]
+    if missing:
+        raise SourcesError(f"{where}: cannot rewrite the commit of [{missing[0]}] in place: "
+                           f"keep it as a `commit = \"…\"` line in the [{missing[0]}] table")
+    new_text = "".join(lines)
+    # The edit must change exactly those commits: parse both and compare.
+    before, after = _toml().loads(text), _toml().loads(new_text)
+    for name, commit in commits.items():
+        before[name]["commit"] = commit
+    if before != after:
+        raise SourcesError(f"{where}: rewriting the commits would change more than the commits; file left as it was")
+    return new_text
+
+
+def bump(names: Sequence[str] = (), path: Optional[Union[str, Path]] = None,
+         resolve: LsRemote = ls_remote) -> List[Bump]:
+    """Move the commit of each named source (default: all) to the head of its tracking ref, and
+    rewrite the manifest in one atomic write (nothing is written when any source fails, or when
+    no commit moved).
+
+    :param names: table names (or ``URLREF_`` names) to bump.
+    :param resolve: ``(url, ref) → [(commit, refname)]``; default :func:`ls_remote`.
+    :returns: one :class:`Bump` per source, in manifest order.
+    :raises SourcesError: the manifest is malformed, a name is unknown, a ref is not found, a URL
+        cannot be reached, or the commit lines cannot be edited in place.
+    """
+    file = Path(path) if path is not None else manifest_path()
+    where = str(file)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as err:
+        raise SourcesError(f"cannot read the sources manifest {file}: {err.strerror or err}") from None
+    manifest = parse_manifest(text, where)
+    selected = [lookup(manifest, name, where) for name in names] if names else list(manifest.values())
+    selected = [manifest[key] for key in manifest if any(s.key == key for s in selected)]
+    results = []
+    for entry in selected:
+        try:
+            refs = resolve(entry.url, entry.tracking_ref)
+        except SourcesError as err:
+            raise SourcesError(f"{where}: [{entry.key}]: {err}") from None
+        commit = pick_ref(refs, entry.tracking_ref)
+        if commit is None:
+            raise SourcesError(f"{where}: [{entry.key}]: tracking_ref {entry.tracking_ref!r} not found at {entry.url}")
+        if not _COMMIT.match(commit):
+            raise SourcesError(f"{where}: [{entry.key}]: {entry.url} answered {commit!r} for "
+                               f"{entry.tracking_ref!r}, not a 40-hex commit (SHA-256 repositories are not supported)")
+        results.append(Bump(entry.key, entry.tracking_ref, entry.commit, commit))
+    moved = {b.key: b.new for b in results if b.moved}
+    if moved:
+        write_atomic(str(file), rewrite_commits(text, moved, where), "the sources manifest")
+    return results

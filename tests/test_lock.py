@@ -1,0 +1,320 @@
+"""``bake-plan lock`` with the real pip-compile against a wheelhouse made here: conflicts between
+stages exit 1 naming both stages; otherwise the lock is what pip-compile gives for the same
+inputs; in-image paths, per-arch lines, and ``--locked`` plans that take the lock as a context."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import hermetic_pip_env, make_wheel
+
+PLUGIN = """
+import os
+from bake import Stage, hookimpl
+from bake.resources import stage_dir
+
+LOCAL = os.environ.get("LOCKTEST_LOCAL_WHEELS", "/nonexistent")
+
+
+@hookimpl
+def bake_plan_stages():
+    ctx = stage_dir("jax")
+
+    def stage(name, parent=None, lines=(), **kw):
+        where = dict(parent=parent) if parent else dict(base_image="python:3.11-slim-bookworm")
+        return Stage(name=name, image=name, context=ctx, requirements=tuple(lines), **where, **kw)
+
+    return [
+        stage("lt-a", lines=["beta"]),
+        stage("lt-b", "lt-a", ["alpha<2"]),            # beta needs alpha>=2
+        stage("lt-c", lines=["gamma"]),                # gamma needs beta, which needs alpha>=2
+        stage("lt-d", "lt-c", ["alpha<2"]),
+        stage("lt-e", "lt-a", os.environ.get("LOCKTEST_E", "gamma|zeta>=1").split("|")),
+        stage("lt-img", "lt-a", ["omega @ file:///opt/wheels/omega-1.0-py3-none-any.whl"],
+              host_paths={"/opt/wheels": LOCAL}),
+        stage("lt-nohost", "lt-a", ["-e file:///opt/nowhere"]),
+        stage("lt-arch", "lt-a", ['zeta; platform_machine == "aarch64"']),
+        stage("lt-missing", "lt-a", ["zeta>5"]),
+    ]
+"""
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory):
+    """``alpha`` 1.0 and 2.0; ``beta`` needs ``alpha>=2``; ``gamma`` needs ``beta``; ``zeta``; and
+    ``omega`` (needs ``alpha``) in a directory of its own, standing for a wheel built in the image."""
+    root = tmp_path_factory.mktemp("lock-wheels")
+    house, local = root / "wheelhouse", root / "local"
+    for name, version, requires in [("alpha", "1.0", ()), ("alpha", "2.0", ()), ("beta", "1.0", ("alpha>=2",)),
+                                    ("gamma", "1.0", ("beta",)), ("zeta", "1.0", ())]:
+        make_wheel(house, name, version, requires)
+    make_wheel(local, "omega", "1.0", ("alpha",))
+    return house, local
+
+
+@pytest.fixture
+def lock_cli(cli, make_plugin, wheels):
+    site = make_plugin(PLUGIN, name="locktest")
+    house, local = wheels
+
+    def run(*args, extra_env=None, index=True, **kw):
+        env = hermetic_pip_env()
+        env.update({"LOCKTEST_LOCAL_WHEELS": str(local), **(extra_env or {})})
+        if args and args[0] == "lock" and index:
+            args = args + ("--no-index", "--find-links", str(house))
+        return cli(*args, env=env, pythonpath=[site], **kw)
+
+    return run
+
+
+def _body(text: str) -> str:
+    """A lock without bake-plan's header: what pip-compile wrote, plus any index options."""
+    return "".join(line for line in text.splitlines(keepends=True) if not line.startswith("# bake-plan "))
+
+
+def test_conflict_between_two_stages_exits_1_naming_both(lock_cli, tmp_path):
+    proc = lock_cli("lock", "--target", "lt-b", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    err = proc.stderr
+    assert "conflicting requirements for 'lt-b'" in err and "between stages 'lt-a' and 'lt-b'" in err, err
+    assert "alpha<2  <- stage 'lt-b' (plugin 'locktest') asks for it: alpha<2" in err, err
+    assert "alpha>=2  <- beta 1.0 needs it; stage 'lt-a' (plugin 'locktest') asks for beta: beta" in err, err
+    assert "Traceback" not in err
+    assert not (tmp_path / "locks").exists()
+
+
+def test_conflict_through_a_dependency_names_the_stage_that_brings_it_in(lock_cli, tmp_path):
+    proc = lock_cli("lock", "--target", "lt-d", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "between stages 'lt-c' and 'lt-d'" in proc.stderr, proc.stderr
+    assert "stage 'lt-c' (plugin 'locktest') brings beta in" in proc.stderr, proc.stderr
+
+
+def test_lock_is_what_pip_compile_gives_for_the_same_inputs(lock_cli, wheels, tmp_path):
+    proc = lock_cli("lock", "--target", "lt-e", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "wrote locks/lt-e.txt" in proc.stdout
+    lock = (tmp_path / "locks" / "lt-e.txt").read_text()
+
+    # The same inputs by hand: each stage's lines in requirements-<stage>.in, root first.
+    ref = tmp_path / "by-hand"
+    ref.mkdir()
+    (ref / "requirements-lt-a.in").write_text("beta\n")
+    (ref / "requirements-lt-e.in").write_text("gamma\nzeta>=1\n")
+    subprocess.run([sys.executable, "-m", "piptools", "compile", "--quiet", "--no-header", "--strip-extras",
+                    "--allow-unsafe", "--no-emit-index-url", "--no-emit-find-links", "--no-emit-trusted-host",
+                    "--no-index", "--find-links", str(wheels[0]), "--output-file", "out.txt",
+                    "requirements-lt-a.in", "requirements-lt-e.in"],
+                   cwd=ref, env=hermetic_pip_env(), check=True, capture_output=True, timeout=300)
+    assert _body(lock) == (ref / "out.txt").read_text()
+    assert "alpha==2.0" in lock.splitlines() and "-r requirements-lt-a.in" in lock
+    header = [line for line in lock.splitlines() if line.startswith("# bake-plan ")]
+    assert "# bake-plan target: lt-e" in header
+    assert "# bake-plan platforms: linux/amd64, linux/arm64" in header  # no line differs by arch
+
+
+def test_in_image_paths_resolve_through_the_stages_host_paths(lock_cli, wheels, tmp_path):
+    proc = lock_cli("lock", "--target", "lt-img", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lock = (tmp_path / "locks" / "lt-img.txt").read_text()
+    assert "omega @ file:///opt/wheels/omega-1.0-py3-none-any.whl" in lock.splitlines()
+    assert "alpha==2.0" in lock.splitlines()  # omega's own dependency, read from the host's wheel
+    assert str(wheels[1]) not in lock
+
+
+def test_in_image_path_without_a_host_path_is_skipped_with_a_note(lock_cli, tmp_path):
+    proc = lock_cli("lock", "--target", "lt-nohost", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "note: skipped '-e file:///opt/nowhere' of stage 'lt-nohost' (plugin 'locktest')" in proc.stderr
+    lock = (tmp_path / "locks" / "lt-nohost.txt").read_text()
+    assert "# bake-plan skipped: -e file:///opt/nowhere (stage 'lt-nohost'" in lock
+    assert "beta==1.0" in lock.splitlines()
+    # A locked build would miss the skipped line: refused before anything is built.
+    proc = lock_cli("--target", "lt-nohost", "--locked", "-o", "plan.json", cwd=tmp_path)
+    assert proc.returncode == 2 and "leaves out 1 in-image line(s)" in proc.stderr, proc.stderr
+    assert not (tmp_path / "plan.json").exists()
+
+
+def test_lines_that_differ_by_arch_give_one_lock_per_arch(lock_cli, tmp_path):
+    proc = lock_cli("lock", "--target", "lt-arch", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    amd = (tmp_path / "locks" / "lt-arch-amd64.txt").read_text().splitlines()
+    arm = (tmp_path / "locks" / "lt-arch-arm64.txt").read_text().splitlines()
+    assert "zeta==1.0" in arm and "zeta==1.0" not in amd
+    assert "# bake-plan platforms: linux/arm64" in arm and "beta==1.0" in arm and "beta==1.0" in amd
+    assert not (tmp_path / "locks" / "lt-arch.txt").exists()
+
+    # The locked plan's context holds one lock per arch, which bake-pip-finalize picks by uname -m.
+    proc = lock_cli("--target", "lt-arch", "--locked", "--format", "json", "-o", "plan.json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    context = json.loads((tmp_path / "plan.json").read_text())["target"]["lt-arch"]["contexts"]["pip-lock"]
+    names = sorted(p.name for p in __import__("pathlib").Path(context).iterdir())
+    assert names == ["requirements-amd64.lock", "requirements-arm64.lock"]
+
+    # Locking for one platform only covers that one.
+    proc = lock_cli("lock", "--target", "lt-arch", "--platform", "linux/amd64", "--locks-dir", "one", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in (tmp_path / "one").iterdir()) == ["lt-arch-amd64.txt"]
+
+
+def test_locked_plan_gives_the_final_target_its_lock(lock_cli, tmp_path):
+    assert lock_cli("lock", "--target", "lt-e", cwd=tmp_path).returncode == 0
+    proc = lock_cli("--target", "lt-e", "--locked", "--format", "json", "-o", "plan.json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    targets = json.loads((tmp_path / "plan.json").read_text())["target"]
+    context = tmp_path / "locks" / ".pip-lock" / "lt-e"
+    assert targets["lt-e"]["contexts"]["pip-lock"] == str(context.resolve())
+    assert (context / "requirements.lock").read_text() == (tmp_path / "locks" / "lt-e.txt").read_text()
+    # Only the requested stage's final stage is locked; meal kits and ancestors compile as before.
+    for name in ("lt-e-mealkit", "lt-a-mealkit", "lt-a"):
+        assert "pip-lock" not in targets[name].get("contexts", {}), name
+
+
+def test_locked_plan_refuses_a_lock_made_from_other_lines(lock_cli, tmp_path):
+    assert lock_cli("lock", "--target", "lt-e", cwd=tmp_path).returncode == 0
+    proc = lock_cli("--target", "lt-e", "--locked", cwd=tmp_path, extra_env={"LOCKTEST_E": "gamma|zeta>=1|alpha"})
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "locks/lt-e.txt is out of date" in lines[0], proc.stderr
+    assert "bake-plan lock --target lt-e" in lines[0]
+    assert not (tmp_path / "docker-bake.hcl").exists()
+
+
+def test_locked_plan_without_a_lock_is_one_line(lock_cli, tmp_path):
+    proc = lock_cli("--target", "lt-e", "--locked", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("bake-plan: error: --locked: no lock locks/lt-e.txt for 'lt-e' "
+                                   "(linux/amd64, linux/arm64): run `bake-plan lock --target lt-e`")
+
+
+def test_a_host_path_that_does_not_exist_is_one_line(lock_cli, tmp_path):
+    missing = tmp_path / "no-wheels"
+    proc = lock_cli("lock", "--target", "lt-img", cwd=tmp_path, extra_env={"LOCKTEST_LOCAL_WHEELS": str(missing)})
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"bake-plan: error: stage 'lt-img' (plugin 'locktest'): host path {missing}/omega-1.0-py3-none-any.whl "
+        "for 'omega @ file:///opt/wheels/omega-1.0-py3-none-any.whl' does not exist")
+    assert not (tmp_path / "locks").exists()
+
+
+def test_builtin_stages_declare_no_lines_so_their_lock_is_empty(cli, tmp_path):
+    # Their sources and wheels are written into the .in files by the Dockerfiles at build time,
+    # which the host never sees: the lock says so, and a locked build checks it in the image.
+    proc = cli("lock", "--target", "upstream-pax", cwd=tmp_path, env=hermetic_pip_env())
+    assert proc.returncode == 0, proc.stderr
+    assert "declare no requirement lines" in proc.stderr
+    lock = (tmp_path / "locks" / "upstream-pax.txt").read_text()
+    assert all(line.startswith("# bake-plan ") for line in lock.splitlines())
+
+
+def test_a_requirement_no_index_has_names_its_stage(lock_cli, tmp_path):
+    proc = lock_cli("lock", "--target", "lt-missing", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "no distribution found for zeta>5 (stage 'lt-missing' (plugin 'locktest') asks for it" in proc.stderr
+
+
+def test_a_one_target_stage_has_nothing_to_lock(lock_cli, tmp_path):
+    proc = lock_cli("lock", "--target", "xla-ci", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "stage 'xla-ci' (plugin 'xla-ci') is a one-target stage" in proc.stderr
+
+
+def test_a_second_conflicting_target_writes_no_lock(lock_cli, tmp_path):
+    proc = lock_cli("lock", "--target", "lt-e", "--target", "lt-b", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert not (tmp_path / "locks").exists()
+
+
+def test_index_options_pass_through_to_pip_compile(lock_cli, wheels, tmp_path):
+    # Without --find-links the wheelhouse is not seen: the same lock then fails.
+    proc = lock_cli("lock", "--target", "lt-a", "--no-index", cwd=tmp_path, index=False)
+    assert proc.returncode == 1 and "no distribution found for beta" in proc.stderr
+    proc = lock_cli("lock", "--target", "lt-a", "--no-index", "-f", str(wheels[0]), cwd=tmp_path, index=False)
+    assert proc.returncode == 0, proc.stderr
+
+
+UNPINNED = """
+from bake import Stage, hookimpl
+from bake.resources import stage_dir
+
+@hookimpl
+def bake_plan_stages():
+    return [Stage(name="vcs", image="vcs", parent="base", context=stage_dir("jax"),
+                  requirements=("numpy<2", "{line}"))]
+"""
+
+
+@pytest.mark.parametrize("line", ["tool @ git+https://example.com/tool.git@main",
+                                  "tool @ git+https://example.com/tool.git",
+                                  "-e git+https://example.com/tool.git@v1.0#egg=tool"])
+def test_an_unpinned_git_requirement_is_refused(cli, make_plugin, tmp_path, line):
+    site = make_plugin(UNPINNED.format(line=line), name="vcs-plugin")
+    for args in (("--target", "vcs"), ("lock", "--target", "vcs")):
+        proc = cli(*args, cwd=tmp_path, pythonpath=[site])
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1, proc.stderr
+        assert "plugin 'vcs-plugin', stage 'vcs', field 'requirements'" in lines[0]
+        assert "not pinned to a 40-hex commit" in lines[0]
+        assert list(tmp_path.iterdir()) == []
+
+
+def test_a_git_requirement_pinned_to_a_commit_is_accepted(cli, make_plugin, tmp_path):
+    line = "tool @ git+https://example.com/tool.git@" + "a1" * 20
+    site = make_plugin(UNPINNED.format(line=line), name="vcs-plugin")
+    proc = cli("--target", "vcs", "--format", "json", "-o", "-", cwd=tmp_path, pythonpath=[site])
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["target"]["vcs-mealkit"]["args"]["REQUIREMENTS"] == "numpy<2\n" + line
+
+
+def _finalize(tmp_path, ins, locks, arch="amd64"):
+    """Run the image's bake-pip-finalize on the host, up to its checks of a pre-made lock."""
+    from pathlib import Path
+
+    from bake.resources import stages_dir
+
+    pip_tools_d, lock_dir = tmp_path / "pip-tools.d", tmp_path / "pip-lock"
+    pip_tools_d.mkdir()
+    lock_dir.mkdir()
+    for name, text in ins.items():
+        (pip_tools_d / name).write_text(text)
+    for name, text in locks.items():
+        (lock_dir / name).write_text(text)
+    # The environment to sync is a stand-in that fails: these tests stop at the checks, and a
+    # check that wrongly passed must never sync (uninstall from) a real environment.
+    target = tmp_path / "not-a-python"
+    target.write_text("#!/bin/sh\nexit 3\n")
+    target.chmod(0o755)
+    env = hermetic_pip_env()
+    env.update(BAKE_PIP_TOOLS_D=str(pip_tools_d), BAKE_PIP_LOCK_DIR=str(lock_dir), BAKE_ARCH=arch,
+               BAKE_PIP_TOOLS=str(Path(sys.executable).parent.parent), BAKE_PYTHON=str(target))
+    return subprocess.run(["bash", str(stages_dir() / "scripts" / "pip-finalize.sh")], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_a_locked_final_stage_refuses_a_lock_that_misses_an_image_line(tmp_path):
+    ins = {"requirements-jax.in": "numpy<2\n-e file:///opt/jax\n", "requirements-pax.in": "alpha>=2\n"}
+    lock = "numpy==1.26.4\n    # via -r requirements-jax.in\nalpha==1.0\n"
+    proc = _finalize(tmp_path, ins, {"requirements.lock": lock})
+    assert proc.returncode == 1
+    assert "requirements-jax.in:2: -e file:///opt/jax: not in the lock" in proc.stderr
+    assert "requirements-pax.in:1: alpha>=2: the lock pins alpha==1.0" in proc.stderr
+    assert "requirements-jax.in:1" not in proc.stderr  # numpy==1.26.4 satisfies numpy<2
+
+
+def test_a_locked_final_stage_needs_the_lock_of_its_arch(tmp_path):
+    proc = _finalize(tmp_path, {"requirements-a.in": "alpha\n"}, {"requirements-amd64.lock": "alpha==1.0\n"}, arch="arm64")
+    assert proc.returncode == 1
+    assert "has per-arch locks but none for arm64" in proc.stderr
+
+
+def test_a_locked_final_stage_takes_the_lock_of_its_arch(tmp_path):
+    locks = {"requirements-amd64.lock": "alpha==1.0\n", "requirements-arm64.lock": "beta==1.0\n"}
+    proc = _finalize(tmp_path, {"requirements-a.in": "beta\n"}, locks, arch="arm64")
+    assert "using pre-made lock" in proc.stdout and "not in the lock" not in proc.stderr, proc.stderr
+    assert (tmp_path / "pip-tools.d" / "requirements.lock").read_text() == "beta==1.0\n"
+    assert proc.returncode != 0  # it went on to sync, into the stand-in, which fails
