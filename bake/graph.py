@@ -56,29 +56,29 @@ def graph_of(composition: Composition) -> Graph:
     graph = Graph()
     ids: Dict[str, str] = {}
 
-    def node_id(key: str, prefix: str) -> str:
-        if key not in ids:
-            base = prefix + re.sub(r"[^A-Za-z0-9_]", "_", key)
-            candidate, n = base, 1
-            while candidate in ids.values():
-                n += 1
-                candidate = f"{base}_{n}"
-            ids[key] = candidate
-        return ids[key]
+    def node_id(tname: str) -> str:
+        # Target names are [A-Za-z0-9_-]; "-" becomes "_" and a clash gets a number.
+        base = "n_" + re.sub(r"[^A-Za-z0-9_]", "_", tname)
+        candidate, n = base, 1
+        while candidate in ids.values():
+            n += 1
+            candidate = f"{base}_{n}"
+        ids[tname] = candidate
+        return candidate
 
     def image(ref: str) -> str:
-        nid = node_id("image:" + ref, "i_")
-        if nid not in graph.nodes:
+        if "image:" + ref not in ids:
+            nid = ids["image:" + ref] = f"i_{len(graph.loose)}"
             graph.nodes[nid] = Node(nid, "image", ref)
             graph.loose.append(nid)
-        return nid
+        return ids["image:" + ref]
 
     for stage in composition.chain:
         members = []
         for tname, flavor in target_names(stage):
             if tname not in plan:
                 continue
-            nid = node_id(tname, "n_")
+            nid = node_id(tname)
             graph.nodes[nid] = Node(nid, flavor, tname, f"{FLAVOR_WORDS[flavor]} · {_arches(plan[tname]['platforms'])}")
             members.append(nid)
         label = f"{stage.name} · plugin {stage.plugin} · supports {_arches(stage.platforms)}"
@@ -170,7 +170,7 @@ def to_dot(composition: Composition) -> str:
         label = n.title + (f"\n{n.detail}" if n.detail else "")
         return f"{indent}{n.id} [label={dot_string(label)}, {_DOT_SHAPES[n.kind]}];"
 
-    lines = ['digraph "bake-plan" {', "  rankdir=TB;", '  node [fontname="Helvetica"];',
+    lines = ['digraph "bake-plan" {', "  rankdir=TB;", '  fontname="Helvetica";', '  node [fontname="Helvetica"];',
              '  edge [fontname="Helvetica", fontsize=10];']
     lines.extend(node(graph.nodes[nid], "  ") for nid in graph.loose)
     for index, (stage, (label, members)) in enumerate(graph.clusters.items()):
