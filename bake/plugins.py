@@ -54,12 +54,16 @@ def get_plugin_manager(
     return pm
 
 
-def entry_point_names(distribution: Optional[str] = None) -> List[str]:
-    """Names of the installed ``bake_plan`` entry points, sorted; only those of ``distribution``
-    (e.g. ``"bake-plan"``: the built-ins) when given."""
+BUILTIN_MODULES = ("bake", "bake_plan_plugins")
+"""Top-level packages of bake-plan's own entry points (the built-in stages and the default policies)."""
+
+
+def entry_point_names(builtin_only: bool = False) -> List[str]:
+    """Names of the installed ``bake_plan`` entry points, sorted; with ``builtin_only``, only
+    bake-plan's own (their modules are in :data:`BUILTIN_MODULES`)."""
     eps = _entry_points()
-    if distribution is not None:
-        eps = [ep for ep in eps if _dist_name(ep) == distribution]
+    if builtin_only:
+        eps = [ep for ep in eps if ep.value.split(":")[0].split(".")[0] in BUILTIN_MODULES]
     return [ep.name for ep in eps]
 
 
