@@ -245,3 +245,22 @@ def test_configured_variants_of_xla_ci(cli, buildx, tmp_path):
     assert one["tags"][0] == "gcr.io/tpu-pytorch/xla_base:dev-3.12_cuda_12.4"
     assert one["args"]["base_image"].endswith("/development:3.12_cuda_12.4")
     assert one["args"]["python_version"] == "3.12" and one["args"]["CUDA_VERSION"] == "12.4"
+
+
+def test_the_readme_configuration_example_works(cli, tmp_path):
+    from conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    example = readme.split("## Configuration", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "pyproject.toml").write_text(example)
+    env = dict(ENV, SOURCE_DATE_EPOCH="1700000000")
+    data = merged(cli, tmp_path, env=env)
+    assert data["settings"]["date"] == {"value": "2023-11-14", "source": "env SOURCE_DATE_EPOCH"}
+    assert data["settings"]["plugins.disable"]["value"] == ["upstream-t5x"]
+    targets = plan(cli, tmp_path, env=env)["target"]
+    assert targets["upstream-pax"]["tags"][0] == "ghcr.io/acme/upstream-pax:latest"
+    assert targets["jax-mealkit"]["args"]["URLREF_JAX"].endswith("#jax-v0.4.30")
+    assert targets["base-mealkit"]["args"]["BASE_IMAGE"] == "nvidia/cuda:12.4.1-devel-ubuntu22.04"
+    assert targets["base-mealkit"]["contexts"]["nvidia/cuda:12.4.1-devel-ubuntu22.04"] == "docker-image://mirror.acme/cuda:12.4.1-devel-ubuntu22.04"
+    xla = plan(cli, tmp_path, "--target", "xla-ci", "--platform", "linux/amd64", env=env)["target"]
+    assert "xla-ci-3_12-12_4" in xla

@@ -147,3 +147,11 @@ def test_graph_of_configured_variants(cli, tmp_path):
     nodes, clusters, edges = parse_mermaid(cli("graph", cwd=tmp_path, check=True).stdout)
     assert sorted(label[0] for _, label in nodes.values() if _ != "[(") == ["xla-ci-3_10", "xla-ci-3_12"]
     assert {src.rsplit(":", 1)[1] for src, _, _ in edges} == {"3.10_cuda_12.1", "3.12_cuda_12.1"}
+
+
+def test_the_readme_picture_is_what_graph_draws():
+    from conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("```mermaid\n", 1)[1].split("```", 1)[0]
+    assert block == to_mermaid(composition("upstream-pax"))
