@@ -11,6 +11,7 @@ from typing import Dict, Optional, Sequence
 import pluggy
 
 from bake.compose import Composition, PlanOptions, compose
+from bake.overrides import StageOverride, apply_overrides
 from bake.plugins import Hooks, get_plugin_manager
 from bake.render import to_hcl, to_json
 from bake.resources import template_path
@@ -21,21 +22,19 @@ FORMATS = {"hcl": "docker-bake.hcl", "json": "docker-bake.json"}
 """Plan formats and their default file names (the names ``docker buildx bake`` reads by default)."""
 
 
-def collect_stages(hooks: Hooks, overrides: Sequence["StageOverride"] = ()) -> Dict[str, Stage]:  # noqa: F821
+def collect_stages(hooks: Hooks, overrides: Sequence[StageOverride] = ()) -> Dict[str, Stage]:
     """Every plugin's stages, with the configuration's per-stage ``overrides`` applied
     (:mod:`bake.overrides`), then variants expanded into concrete stages (:mod:`bake.variants`).
 
     :raises bake.errors.BakePlanError: a plugin, stage or override is wrong (one line naming it).
     """
-    from bake.overrides import apply_overrides
-
     return expand(apply_overrides(hooks.collect_stages(), overrides))
 
 
 def make_plan(
     options: PlanOptions,
     pm: Optional[pluggy.PluginManager] = None,
-    overrides: Sequence["StageOverride"] = (),  # noqa: F821
+    overrides: Sequence[StageOverride] = (),
 ) -> Composition:
     """Collect every plugin's stages and compose the plan for ``options``.
 

@@ -164,10 +164,10 @@ def settings(args):
     return config.resolve(config.load(getattr(args, "config", None)), flags)
 
 
-def _compose(args, config=None):
+def _compose(args):
     from bake.api import make_plan
 
-    config = config or settings(args)
+    config = settings(args)
     digests = {}
     for report in getattr(args, "parent_report", []):
         digests.update(read_digests(report))
@@ -222,8 +222,8 @@ def _write_plan(args, composition, summary_to) -> str:
             tags = f"(tags from {', '.join(target['inherits'])})" if target.get("inherits") else "(not tagged)"
         print(f"  {name:<28} {','.join(target['platforms']):<24} {tags}", file=summary_to)
     if composition.bake_files:
-        files = " ".join(f"-f {f}" for f in [where if output != "-" else DEFAULT_FILES[args.format], *composition.bake_files])
-        print(f"  build with: docker buildx bake {files}", file=summary_to)
+        files = [output if output != "-" else DEFAULT_FILES[args.format], *composition.bake_files]
+        print(f"  build with: docker buildx bake {' '.join('-f ' + f for f in files)}", file=summary_to)
     return output
 
 

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import difflib
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from bake.errors import StageError, UsageError
+from bake.errors import StageError, UsageError, did_you_mean
 from bake.naming import arch_of, check_repository, check_tag, target_name
 from bake.plugins import Hooks
 from bake.stage import Stage
@@ -113,9 +112,8 @@ def resolve_targets(stages: Dict[str, Stage], requested: Sequence[str]) -> List[
         elif name in by_target:
             out.extend(by_target[name])
         else:
-            known = sorted(set(stages) | set(by_target))
-            near = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
-            hint = f"; did you mean {', '.join(near)}?" if near else f"; known stages: {', '.join(sorted(stages))}"
+            hint = did_you_mean(name, sorted(set(stages) | set(by_target)))
+            hint = hint or f"; known stages: {', '.join(sorted(stages))}"
             raise UsageError(f"unknown target '{name}'{hint}")
     return list(dict.fromkeys(out))
 
@@ -155,11 +153,9 @@ def chain_of(stages: Dict[str, Stage], roots: Sequence[str], stop_at_published: 
         if name not in stages:
             assert needed_by is not None
             field = "parent" if needed_by.parent == name else "uses"
-            near = difflib.get_close_matches(name, list(stages), n=1)
-            hint = f"; did you mean '{near[0]}'?" if near else ""
             raise StageError(
                 f"plugin '{needed_by.plugin}', stage '{needed_by.name}', field '{field}': "
-                f"stage '{name}' does not exist{hint}"
+                f"stage '{name}' does not exist{did_you_mean(name, stages, n=1)}"
             )
         stage = stages[name]
         if stop_at_published and needed_by is not None and stage.image is not None:

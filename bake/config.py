@@ -370,7 +370,8 @@ class Settings:
         targets = self["targets"]
         if not targets:
             raise UsageError(
-                f"no target: pass --target T, or set targets = [...] in {CONFIG_FILE} or in [tool.bake-plan] of {PYPROJECT}"
+                f"no target: pass --target T, or set targets = [...] in {CONFIG_FILE} "
+                f"or in [tool.bake-plan] of {PYPROJECT}"
             )
         return targets
 

@@ -107,8 +107,8 @@ def bake(
     returncode = 0
     try:
         lines = docker.buildx.bake(
-            targets=list(targets), files=[str(plan_file), *map(str, extra_files)], push=push, load=load, builder=builder,
-            metadata_file=str(metadata_file), progress="plain", stream_logs=True,
+            targets=list(targets), files=[str(plan_file), *map(str, extra_files)], push=push, load=load,
+            builder=builder, metadata_file=str(metadata_file), progress="plain", stream_logs=True,
             # buildx 0.17+ asks before reading contexts outside the working directory, and every
             # context of a bake-plan plan is (stages/, plugin packages). python-on-whales has no
             # --allow, and the contexts are the user's installed plugins, so grant them all.

@@ -79,7 +79,8 @@ def graph_of(composition: Composition) -> Graph:
             if tname not in plan:
                 continue
             nid = node_id(tname)
-            graph.nodes[nid] = Node(nid, flavor, tname, f"{FLAVOR_WORDS[flavor]} · {_arches(plan[tname]['platforms'])}")
+            detail = f"{FLAVOR_WORDS[flavor]} · {_arches(plan[tname]['platforms'])}"
+            graph.nodes[nid] = Node(nid, flavor, tname, detail)
             members.append(nid)
         label = f"{stage.name} · plugin {stage.plugin} · supports {_arches(stage.platforms)}"
         graph.clusters[stage.name] = (label, members)

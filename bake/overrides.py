@@ -98,11 +98,8 @@ def _sources(stage: Stage, override: StageOverride):
     by_name = {src.name: src for src in stage.sources}
     for name in override.sources:
         if name not in by_name:
-            known = ", ".join(by_name) or "none"
-            hint = did_you_mean(name, by_name)
-            raise ConfigError(
-                f"{override.where}: sources: stage '{stage.name}' has no source '{name}'{hint or f' (its sources: {known})'}"
-            )
+            hint = did_you_mean(name, by_name) or f" (its sources: {', '.join(by_name) or 'none'})"
+            raise ConfigError(f"{override.where}: sources: stage '{stage.name}' has no source '{name}'{hint}")
     return tuple(
         dataclasses.replace(src, **override.sources[src.name]) if src.name in override.sources else src
         for src in stage.sources

@@ -34,10 +34,13 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import re
-from typing import Callable, Dict, List, Mapping, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from bake.errors import StageError
 from bake.naming import check_tag
+
+if TYPE_CHECKING:
+    from bake.stage import Stage
 
 _AXIS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
@@ -112,7 +115,7 @@ class _Matrix:
 _NONE = _Matrix(axes={}, own=(), fmt=None, args={})
 
 
-def expand(stages: Dict[str, "Stage"]) -> Dict[str, "Stage"]:  # noqa: F821
+def expand(stages: Dict[str, "Stage"]) -> Dict[str, "Stage"]:
     """Every stage with variants (declared or inherited) replaced by its concrete stages.
 
     :param stages: validated stages by name, in declaration order.
@@ -121,7 +124,7 @@ def expand(stages: Dict[str, "Stage"]) -> Dict[str, "Stage"]:  # noqa: F821
         the same variant tag, a filled-in tag is not a valid tag, or a child's inherited axes
         disagree / repeat its own.
     """
-    from bake.compose import dependencies
+    from bake.compose import dependencies  # here: compose → plugins → stage → this module
 
     if not any(s.variants for s in stages.values()):
         return stages
@@ -135,7 +138,7 @@ def expand(stages: Dict[str, "Stage"]) -> Dict[str, "Stage"]:  # noqa: F821
             matrices[name] = _NONE if stage is None or name in cyclic else _matrix_of(stage, matrix, dependencies)
         return matrices[name]
 
-    out: Dict[str, "Stage"] = {}  # noqa: F821
+    out: Dict[str, "Stage"] = {}
     for stage in stages.values():
         m = matrix(stage.name)
         if not m.axes:

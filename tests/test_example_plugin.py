@@ -4,7 +4,6 @@ tells authors to write, on bake.testing) passes against the installed package.""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
