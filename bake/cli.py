@@ -177,6 +177,8 @@ def _compose(args):
         digests=digests,
     )
     composition = make_plan(options, config.plugin_manager(), config.stages)
+    if config.values["metadata-targets"].source == "--metadata-targets" and not args.metadata_bake_file:
+        raise UsageError("--metadata-targets needs --metadata-bake-file (the file docker/metadata-action writes)")
     if getattr(args, "metadata_bake_file", None):
         from bake.metadata import inherit, read_bake_files
 

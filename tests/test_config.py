@@ -264,3 +264,13 @@ def test_the_readme_configuration_example_works(cli, tmp_path):
     assert targets["base-mealkit"]["contexts"]["nvidia/cuda:12.4.1-devel-ubuntu22.04"] == "docker-image://mirror.acme/cuda:12.4.1-devel-ubuntu22.04"
     xla = plan(cli, tmp_path, "--target", "xla-ci", "--platform", "linux/amd64", env=env)["target"]
     assert "xla-ci-3_12-12_4" in xla
+
+
+def test_configured_variants_fan_out_in_the_ci_matrix(cli, tmp_path):
+    write(tmp_path / "bake-plan.toml", 'targets = ["xla-ci"]\n[stages.xla-ci]\nvariants = { python = ["3.10", "3.12"] }\n')
+    jobs = json.loads(cli("matrix", cwd=tmp_path, env=ENV, check=True).stdout)["include"]
+    assert [(j["id"], j["wave"]) for j in jobs] == [("xla-ci-3.10/amd64", 0), ("xla-ci-3.12/amd64", 0)]
+    # Each job builds its own variant by name.
+    out = plan(cli, tmp_path, "--target", jobs[1]["stage"], "--platform", jobs[1]["platform"])
+    assert list(out["target"]) == ["xla-ci-3_12"]
+    assert out["target"]["xla-ci-3_12"]["args"]["CACHE_SILO"] == "cache-silo-ci-dev-3.12_cuda_12.1-amd64"

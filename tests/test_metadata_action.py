@@ -183,3 +183,8 @@ def test_build_pushes_the_metadata_tags(cli, engine, tmp_path):
         [f"{t}-amd64" for t in ("latest", f"nightly-{DATE}", "mealkit", f"mealkit-{DATE}")])
     sitrep = json.loads((tmp_path / "sitrep" / "sitrep.json").read_text())
     assert sitrep["outcome"] == "pass" and "docker-metadata-action" not in sitrep["targets"]
+
+
+def test_metadata_targets_without_a_file(cli, tmp_path):
+    proc = cli("--target", "upstream-pax", "--metadata-targets", "jax", cwd=tmp_path, env=ENV)
+    assert_one_line_error(proc, "--metadata-targets needs --metadata-bake-file", cwd=tmp_path)
