@@ -220,7 +220,10 @@ def _check(config: FileConfig, data: Any, schema: Any, keys: Tuple[str, ...]) ->
             if key not in schema:
                 table = ".".join(k for k in (config.table, *keys) if k)
                 where = f"[{table}] " if table else ""
-                raise ConfigError(f"{config.name}: {where}unknown key '{key}'{did_you_mean(key, schema)}")
+                hint = did_you_mean(key, schema)
+                if key == "tool" and not config.table:
+                    hint = f" ({CONFIG_FILE} takes the keys of [tool.bake-plan] at its top level)"
+                raise ConfigError(f"{config.name}: {where}unknown key '{key}'{hint}")
             _check(config, value, schema[key], keys + (key,))
     elif isinstance(schema, tuple):  # ("each", sub-schema): a table of tables keyed by name
         if not isinstance(data, dict):

@@ -145,6 +145,7 @@ def test_printed_configuration_is_toml_that_reads_back_the_same(cli, tmp_path):
     ('registry = "Bad Registry/"\n', ["registry", "is not host"]),
     ('[stages]\njax = 1\n', ["jax: expected a table"]),
     ('registry = "unterminated\n', ["not valid TOML"]),
+    ('[tool.bake-plan]\nregistry = "x"\n', ["unknown key 'tool'", "takes the keys of [tool.bake-plan] at its top level"]),
 ])
 def test_bad_configuration_is_one_line_naming_file_and_key(cli, tmp_path, text, needles):
     (tmp_path / "bake-plan.toml").write_text(text)
