@@ -35,13 +35,7 @@ def _config_argument(parser: argparse.ArgumentParser) -> None:
 
 def _settings_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags that beat the configuration file's keys of the same meaning (bake.config)."""
-    _config_argument(parser)
-    parser.add_argument("--target", "-t", action="append", metavar="T",
-                        help="stage or bake target to plan (repeatable); its ancestors come along. "
-                             "Default: the configuration's targets")
-    parser.add_argument("--platform", action="append", default=[], metavar="P",
-                        help="os/arch, e.g. linux/arm64 (repeatable; a comma list works too). "
-                             "Default: every platform each stage supports. Exactly one makes a per-arch plan")
+    _selection_arguments(parser)
     parser.add_argument("--registry", help="registry/namespace for every image, e.g. localhost:5555/ci")
     parser.add_argument("--date", help="YYYY-MM-DD for nightly tags, or today, source-date-epoch, auto "
                                        "(default auto: SOURCE_DATE_EPOCH, else today in UTC)")
@@ -78,7 +72,8 @@ def _selection_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stage or bake target (repeatable); its ancestors come along. "
                              "Default: the configuration's targets")
     parser.add_argument("--platform", action="append", default=[], metavar="P",
-                        help="os/arch (repeatable); default: every platform each stage supports")
+                        help="os/arch, e.g. linux/arm64 (repeatable; a comma list works too). "
+                             "Default: every platform each stage supports. Exactly one makes a per-arch plan")
 
 
 def build_parser() -> argparse.ArgumentParser:
