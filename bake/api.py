@@ -8,31 +8,48 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Optional
+from typing import Dict, Optional, Sequence
 
 import pluggy
 
 from bake.compose import Composition, PlanOptions, compose
+from bake.overrides import StageOverride, apply_overrides
 from bake.plugins import Hooks, get_plugin_manager
 from bake.render import to_hcl, to_json
 from bake.resources import template_path
+from bake.stage import Stage
+from bake.variants import expand
 
 FORMATS = {"hcl": "docker-bake.hcl", "json": "docker-bake.json"}
 """Plan formats and their default file names (the names ``docker buildx bake`` reads by default)."""
 
 
-def make_plan(options: PlanOptions, pm: Optional[pluggy.PluginManager] = None,
-              locks_dir: Optional[Path] = None) -> Composition:
+def collect_stages(hooks: Hooks, overrides: Sequence[StageOverride] = ()) -> Dict[str, Stage]:
+    """Every plugin's stages, with the configuration's per-stage ``overrides`` applied
+    (:mod:`bake.overrides`), then variants expanded into concrete stages (:mod:`bake.variants`).
+
+    :raises bake.errors.BakePlanError: a plugin, stage or override is wrong (one line naming it).
+    """
+    return expand(apply_overrides(hooks.collect_stages(), overrides))
+
+
+def make_plan(
+    options: PlanOptions,
+    pm: Optional[pluggy.PluginManager] = None,
+    overrides: Sequence[StageOverride] = (),
+    locks_dir: Optional[Path] = None,
+) -> Composition:
     """Collect every plugin's stages and compose the plan for ``options``.
 
     :param pm: a plugin manager; default :func:`bake.plugins.get_plugin_manager` (entry points).
+    :param overrides: per-stage overrides from the configuration (:class:`bake.overrides.StageOverride`).
     :param locks_dir: make a locked plan (``--locked``): each requested stage's final target gets
         its lock from this directory as the ``pip-lock`` named context
         (:func:`bake.lock.locked_contexts`, which checks the lock is current).
     :raises bake.errors.BakePlanError: bad input, with a one-line message naming the culprit.
     """
     hooks = Hooks(pm if pm is not None else get_plugin_manager())
-    stages = hooks.collect_stages()
+    stages = collect_stages(hooks, overrides)
     composition = compose(stages, options, hooks)
     if locks_dir is not None:
         from bake.lock import locked_contexts
@@ -50,5 +67,6 @@ def render(composition: Composition, fmt: str = "hcl", filename: str = "docker-b
     if fmt == "json":
         return to_json(composition.plan)
     if fmt == "hcl":
-        return to_hcl(composition.plan, template_path(), composition.requested, filename=filename)
+        files = " -f ".join([filename, *composition.bake_files])
+        return to_hcl(composition.plan, template_path(), composition.requested, filename=files)
     raise ValueError(f"unknown plan format {fmt!r}")

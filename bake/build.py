@@ -40,7 +40,8 @@ def run_build(
             metadata_file.unlink()  # a stale file would report digests of an older build
     except OSError as err:
         raise OutputError(f"cannot prepare {err.filename}: {err.strerror}") from None
-    run = engine.bake(plan_file, [DEFAULT_GROUP], metadata_file, push=push, load=load, builder=builder)
+    run = engine.bake(plan_file, [DEFAULT_GROUP], metadata_file, push=push, load=load, builder=builder,
+                      extra_files=composition.bake_files)
     label = f"{', '.join(composition.requested)} build"
     report = sitrep.make_sitrep(composition.plan, label, run.returncode, run.failed, run.metadata,
                                 engine.build_record, error=run.error, steps=run.steps)

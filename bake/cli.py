@@ -1,4 +1,6 @@
-"""The command line: ``bake-plan [plan] --target T…``, ``build``, ``lock``, ``bump``, ``stages``.
+"""The command line: ``bake-plan [plan] --target T…``, ``build``, ``publish``, ``matrix``, ``lock``,
+``bump``, ``stages``, ``graph``, ``config``. Values come from the flags, then the configuration
+file (:mod:`bake.config`).
 
 The core raises :class:`bake.errors.BakePlanError`; only this module prints and picks exit
 statuses: 0 success, 1 a build that failed or requirements that conflict, 2 bad input (one
@@ -8,22 +10,18 @@ line on stderr, no traceback, no file written).
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
-import re
 import sys
 from pathlib import Path
 from typing import List, Optional, Sequence
 
 from bake import __version__
 from bake.errors import BakePlanError, UsageError
-from bake.naming import check_platform, check_registry
 
-COMMANDS = ("plan", "build", "publish", "matrix", "lock", "bump", "stages")
+COMMANDS = ("plan", "build", "publish", "matrix", "lock", "bump", "stages", "graph", "config")
 DEFAULT_LOCKS_DIR = "locks"
 FORMATS = ("hcl", "json")
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}\Z")
-_IMAGE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*\Z")
+GRAPH_FORMATS = ("mermaid", "markdown", "dot")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -31,25 +29,39 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
+def _config_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE",
+                        help="configuration file (default: bake-plan.toml, or pyproject.toml with "
+                             "[tool.bake-plan], in this directory or the nearest parent)")
+
+
+def _settings_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags that beat the configuration file's keys of the same meaning (bake.config)."""
+    _selection_arguments(parser)
+    parser.add_argument("--registry", help="registry/namespace for every image, e.g. localhost:5555/ci")
+    parser.add_argument("--date", help="YYYY-MM-DD for nightly tags, or today, source-date-epoch, auto "
+                                       "(default auto: SOURCE_DATE_EPOCH, else today in UTC)")
+    parser.add_argument("--base-image", action="append", default=[], metavar="ORIGINAL=REPLACEMENT",
+                        help="build FROM REPLACEMENT wherever a Dockerfile says FROM ORIGINAL (repeatable)")
+    parser.add_argument("--cache-from-branch", metavar="BRANCH",
+                        help="also read the cache refs of this branch (e.g. the default branch)")
+
+
 def _plan_arguments() -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
-    common.add_argument("--target", "-t", action="append", required=True, metavar="T",
-                        help="stage or bake target to plan (repeatable); its ancestors come along")
-    common.add_argument("--platform", action="append", default=[], metavar="P",
-                        help="os/arch, e.g. linux/arm64 (repeatable; a comma list works too). "
-                             "Default: every platform each stage supports. Exactly one makes a per-arch plan")
-    common.add_argument("--registry", help="registry/namespace for every image, e.g. localhost:5555/ci")
-    common.add_argument("--date", help="YYYY-MM-DD for nightly tags (default: SOURCE_DATE_EPOCH, else today in UTC)")
-    common.add_argument("--base-image", action="append", default=[], metavar="ORIGINAL=REPLACEMENT",
-                        help="build FROM REPLACEMENT wherever a Dockerfile says FROM ORIGINAL (repeatable)")
+    _settings_arguments(common)
     common.add_argument("--cache-branch", metavar="BRANCH",
                         help="write cache refs for this branch (<key>-<branch>) instead of the shared key")
-    common.add_argument("--cache-from-branch", metavar="BRANCH",
-                        help="also read the cache refs of this branch (e.g. the default branch)")
     common.add_argument("--from-registry", action="store_true",
                         help="per-job mode: take published ancestors from the registry, pinned by digest")
     common.add_argument("--parent-report", action="append", default=[], metavar="FILE",
                         help="sitrep.json or buildx metadata file of a job that pushed an ancestor (repeatable)")
+    common.add_argument("--metadata-bake-file", action="append", default=[], metavar="FILE",
+                        help="bake file written by docker/metadata-action (repeatable): chosen targets "
+                             "inherit its tags, labels, annotations and args")
+    common.add_argument("--metadata-targets", action="append", metavar="T",
+                        help="stages or bake targets that inherit the metadata-action target "
+                             "(repeatable; default: the requested stages' final targets)")
     common.add_argument("--format", choices=FORMATS, default="hcl", help="plan file format (default hcl)")
     common.add_argument("-o", "--output", help="plan file to write, or - for stdout "
                                                "(default docker-bake.hcl / docker-bake.json)")
@@ -62,10 +74,15 @@ def _plan_arguments() -> argparse.ArgumentParser:
 
 
 def _selection_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--target", "-t", action="append", required=True, metavar="T",
-                        help="stage or bake target (repeatable); its ancestors come along")
+    _config_argument(parser)
+    parser.add_argument("--target", "-t", action="append", metavar="T",
+                        help="stage or bake target (repeatable); its ancestors come along. "
+                             "Default: the configuration's targets")
     parser.add_argument("--platform", action="append", default=[], metavar="P",
-                        help="os/arch (repeatable); default: every platform each stage supports")
+                        help="os/arch, e.g. linux/arm64 (repeatable; a comma list works too). "
+                             "Default: every platform each stage supports. Exactly one makes a per-arch plan")
+
+
 def _locks_dir_argument(parser) -> None:
     parser.add_argument("--locks-dir", default=DEFAULT_LOCKS_DIR, metavar="DIR",
                         help=f"where locks are (default ./{DEFAULT_LOCKS_DIR})")
@@ -129,7 +146,21 @@ def build_parser() -> argparse.ArgumentParser:
     bump.add_argument("names", nargs="*", metavar="NAME", help="sources to bump (default: all)")
     _sources_argument(bump)
 
-    sub.add_parser("stages", help="list every stage: its plugin, parent and platforms")
+    stages = sub.add_parser("stages", help="list every stage: its plugin, parent and platforms")
+    _config_argument(stages)
+
+    graph = sub.add_parser("graph", help="draw the stage DAG of targets (Mermaid or Graphviz dot)")
+    _settings_arguments(graph)
+    graph.add_argument("--format", choices=GRAPH_FORMATS, default="mermaid",
+                       help="mermaid (flowchart text), markdown (the same in a ```mermaid block, for "
+                            "GitHub and $GITHUB_STEP_SUMMARY) or dot (Graphviz)")
+    graph.add_argument("-o", "--output", default="-", help="file to write (default: stdout)")
+
+    config = sub.add_parser("config", help="print the merged configuration and where each value came from")
+    _settings_arguments(config)
+    config.add_argument("--metadata-targets", action="append", metavar="T",
+                        help="stages or bake targets that inherit the metadata-action target")
+    config.add_argument("--format", choices=("toml", "json"), default="toml", help="output format (default toml)")
     return parser
 
 
@@ -141,75 +172,57 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     return build_parser().parse_args(argv)
 
 
-def plan_date(value: Optional[str], environ=os.environ) -> datetime.date:
-    """``--date``, else ``SOURCE_DATE_EPOCH`` (reproducible-builds.org), else today in UTC.
-
-    :raises UsageError: a date that is not a real YYYY-MM-DD day, or a non-integer epoch.
-    """
-    if value is not None:
-        try:
-            if not _DATE.match(value):
-                raise ValueError
-            return datetime.date.fromisoformat(value)
-        except ValueError:
-            raise UsageError(f"--date {value!r} is not a date in the form YYYY-MM-DD") from None
-    epoch = environ.get("SOURCE_DATE_EPOCH")
-    if epoch:
-        try:
-            return datetime.datetime.fromtimestamp(int(epoch), tz=datetime.timezone.utc).date()
-        except (ValueError, OverflowError, OSError):
-            raise UsageError(f"SOURCE_DATE_EPOCH {epoch!r} is not a Unix time in seconds") from None
-    return datetime.datetime.now(tz=datetime.timezone.utc).date()
-
-
-def plan_platforms(values: Sequence[str]) -> tuple:
-    """Normalised, de-duplicated ``--platform`` values. :raises UsageError: an unknown platform."""
-    out = []
-    for value in values:
-        for item in value.split(","):
-            try:
-                out.append(check_platform(item))
-            except ValueError as err:
-                raise UsageError(f"--platform: {err}") from None
-    return tuple(dict.fromkeys(out))
-
-
-def base_image_pairs(values: Sequence[str]) -> tuple:
-    """``ORIGINAL=REPLACEMENT`` values as pairs. :raises UsageError: a malformed value."""
-    pairs = []
+def base_image_pairs(values: Sequence[str]) -> dict:
+    """``ORIGINAL=REPLACEMENT`` values as ``{original: replacement}``. :raises UsageError: a malformed value."""
+    pairs = {}
     for value in values:
         original, sep, replacement = value.partition("=")
-        if not sep or not _IMAGE_REF.match(original) or not _IMAGE_REF.match(replacement):
+        if not sep or not original or not replacement:
             raise UsageError(f"--base-image {value!r} is not ORIGINAL=REPLACEMENT (two image references)")
-        pairs.append((original, replacement))
-    return tuple(pairs)
+        pairs[original] = replacement
+    return pairs
+
+
+def settings(args):
+    """The configuration file (``--config`` or found from the current directory) merged with
+    the flags given (:func:`bake.config.resolve`)."""
+    from bake import config
+
+    given = {
+        "registry": getattr(args, "registry", None),
+        "platforms": getattr(args, "platform", None) or None,
+        "date": getattr(args, "date", None),
+        "targets": getattr(args, "target", None),
+        "base-images": base_image_pairs(getattr(args, "base_image", None) or []) or None,
+        "cache-from-branch": getattr(args, "cache_from_branch", None),
+        "metadata-targets": getattr(args, "metadata_targets", None),
+    }
+    flags = {key: value for key, value in given.items() if value is not None}
+    return config.resolve(config.load(getattr(args, "config", None)), flags)
 
 
 def _compose(args):
     from bake.api import make_plan
-    from bake.compose import PlanOptions
 
-    if getattr(args, "registry", None) is not None:
-        try:
-            check_registry(args.registry)
-        except ValueError as err:
-            raise UsageError(f"--registry: {err}") from None
+    config = settings(args)
     digests = {}
     for report in getattr(args, "parent_report", []):
         digests.update(read_digests(report))
-    options = PlanOptions(
-        targets=tuple(args.target),
-        date=plan_date(getattr(args, "date", None)),
-        platforms=plan_platforms(args.platform),
-        registry=getattr(args, "registry", None),
-        base_images=base_image_pairs(getattr(args, "base_image", [])),
+    options = config.plan_options(
         cache_branch=getattr(args, "cache_branch", None),
-        cache_from_branch=getattr(args, "cache_from_branch", None),
         from_registry=getattr(args, "from_registry", False),
         digests=digests,
     )
     locked = getattr(args, "locked", False)
-    return make_plan(options, locks_dir=Path(args.locks_dir) if locked else None)
+    composition = make_plan(options, config.plugin_manager(), config.stages,
+                            locks_dir=Path(args.locks_dir) if locked else None)
+    if config.values["metadata-targets"].source == "--metadata-targets" and not args.metadata_bake_file:
+        raise UsageError("--metadata-targets needs --metadata-bake-file (the file docker/metadata-action writes)")
+    if getattr(args, "metadata_bake_file", None):
+        from bake.metadata import inherit, read_bake_files
+
+        inherit(composition, read_bake_files(args.metadata_bake_file), config["metadata-targets"], arch=options.arch)
+    return composition
 
 
 def read_digests(path: str) -> dict:
@@ -239,12 +252,19 @@ def _write_plan(args, composition, summary_to) -> str:
     output = args.output or DEFAULT_FILES[args.format]
     filename = os.path.basename(output) if output != "-" else DEFAULT_FILES[args.format]
     write_atomic(output, render(composition, args.format, filename=filename))
-    targets = composition.plan["target"]
+    plan = composition.plan
+    built = plan["group"]["default"]["targets"]
     where = "stdout" if output == "-" else output
-    print(f"bake-plan: wrote {len(targets)} targets for {', '.join(composition.requested)} to {where}", file=summary_to)
-    for name, target in targets.items():
-        tags = ", ".join(t.rsplit("/", 1)[-1] for t in target.get("tags", [])) or "(not tagged)"
+    print(f"bake-plan: wrote {len(built)} targets for {', '.join(composition.requested)} to {where}", file=summary_to)
+    for name in built:
+        target = plan["target"][name]
+        tags = ", ".join(t.rsplit("/", 1)[-1] for t in target.get("tags", []))
+        if not tags:
+            tags = f"(tags from {', '.join(target['inherits'])})" if target.get("inherits") else "(not tagged)"
         print(f"  {name:<28} {','.join(target['platforms']):<24} {tags}", file=summary_to)
+    if composition.bake_files:
+        files = [output if output != "-" else DEFAULT_FILES[args.format], *composition.bake_files]
+        print(f"  build with: docker buildx bake {' '.join('-f ' + f for f in files)}", file=summary_to)
     return output
 
 
@@ -317,10 +337,11 @@ def _pip_args(args) -> List[str]:
 def _cmd_lock(args) -> int:
     from bake.api import make_plan
     from bake.compose import PlanOptions
+    from bake.config import parse_platforms, resolve_date
     from bake.lock import compile_lock, lock_specs, python_version, write_locks
 
-    options = PlanOptions(targets=tuple(args.target), date=plan_date(None),
-                          platforms=plan_platforms(args.platform))
+    options = PlanOptions(targets=tuple(args.target), date=resolve_date("auto", os.environ)[0],
+                          platforms=parse_platforms(args.platform, "--platform"))
     composition = make_plan(options)
     specs = [spec for name in composition.requested for spec in lock_specs(composition, name)]
     version = python_version(args.python)
@@ -357,9 +378,11 @@ def _cmd_bump(args) -> int:
 
 
 def _cmd_stages(args) -> int:
-    from bake.plugins import Hooks, get_plugin_manager
+    from bake.api import collect_stages
+    from bake.plugins import Hooks
 
-    stages = Hooks(get_plugin_manager()).collect_stages()
+    config = settings(args)
+    stages = collect_stages(Hooks(config.plugin_manager()), config.stages)
     rows = [("STAGE", "PLUGIN", "PARENT", "PLATFORMS")]
     for stage in sorted(stages.values(), key=lambda s: s.name):
         parent = stage.parent or (f"image {stage.base_image}" if stage.base_image else "-")
@@ -367,6 +390,22 @@ def _cmd_stages(args) -> int:
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[3])
+    return 0
+
+
+def _cmd_graph(args) -> int:
+    from bake.graph import render_graph
+    from bake.output import write_atomic
+
+    write_atomic(args.output, render_graph(_compose(args), args.format), what="the graph")
+    return 0
+
+
+def _cmd_config(args) -> int:
+    from bake import config as cfg
+
+    merged = settings(args)
+    sys.stdout.write(cfg.to_json(merged) if args.format == "json" else cfg.to_toml(merged))
     return 0
 
 
@@ -379,7 +418,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
             use_manifest(args.sources)
         command = {"stages": _cmd_stages, "build": _cmd_build, "publish": _cmd_publish, "matrix": _cmd_matrix,
-                   "lock": _cmd_lock, "bump": _cmd_bump}
+                   "lock": _cmd_lock, "bump": _cmd_bump, "graph": _cmd_graph, "config": _cmd_config}
         return command.get(args.command, _cmd_plan)(args)
     except BakePlanError as err:
         print(f"bake-plan: error: {err}", file=sys.stderr)

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import difflib
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from bake.errors import StageError, UsageError
+from bake.errors import StageError, UsageError, did_you_mean
 from bake.naming import arch_of, check_repository, check_tag, target_name
 from bake.plugins import Hooks
 from bake.stage import Stage
@@ -64,12 +63,14 @@ class PlanOptions:
 @dataclasses.dataclass
 class Composition:
     """A composed plan: ``plan`` in buildx's JSON shape, the chain of stages it came from (in
-    build order), the requested stage names, and every stage the plugins declared."""
+    build order), the requested stage names, every stage the plugins declared, and other bake
+    files to pass to buildx after the plan (docker/metadata-action's, :mod:`bake.metadata`)."""
 
     plan: dict
     chain: List[Stage]
     requested: List[str]
     stages: Dict[str, Stage]
+    bake_files: List[str] = dataclasses.field(default_factory=list)
 
 
 def target_names(stage: Stage) -> List[Tuple[str, str]]:
@@ -86,27 +87,47 @@ def output_target(stage: Stage) -> str:
     return target_names(stage)[0][0]
 
 
+def variant_groups(stages: Dict[str, Stage]) -> Dict[str, List[str]]:
+    """Declared name of each expanded variant stage → its concrete stages' names (:mod:`bake.variants`)."""
+    groups: Dict[str, List[str]] = {}
+    for stage in stages.values():
+        if stage.variant_of:
+            groups.setdefault(stage.variant_of, []).append(stage.name)
+    return groups
+
+
 def resolve_targets(stages: Dict[str, Stage], requested: Sequence[str]) -> List[str]:
-    """Map requested names (stage names or bake target names) to stage names.
+    """Map requested names (stage names, bake target names, or the declared name of a stage with
+    variants, meaning every variant) to stage names.
 
     :raises UsageError: an unknown name, with the nearest known names.
     """
-    by_target = {}
+    by_target: Dict[str, List[str]] = {}
     for stage in stages.values():
         for tname, _ in target_names(stage):
-            by_target[tname] = stage.name
+            by_target[tname] = [stage.name]
+    for base, names in variant_groups(stages).items():
+        for group in _group_names(base, stages[names[0]]):
+            by_target.setdefault(group, names)
+        by_target.setdefault(base, names)
     out = []
     for name in requested:
         if name in stages:
             out.append(name)
         elif name in by_target:
-            out.append(by_target[name])
+            out.extend(by_target[name])
         else:
-            known = sorted(set(stages) | set(by_target))
-            near = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
-            hint = f"; did you mean {', '.join(near)}?" if near else f"; known stages: {', '.join(sorted(stages))}"
+            hint = did_you_mean(name, sorted(set(stages) | set(by_target)))
+            hint = hint or f"; known stages: {', '.join(sorted(stages))}"
             raise UsageError(f"unknown target '{name}'{hint}")
     return list(dict.fromkeys(out))
+
+
+def _group_names(base: str, stage: Stage) -> List[str]:
+    """The plan groups of a stage with variants: ``<base>`` (every variant's final or single
+    target) and, for a meal-kit stage, ``<base>-mealkit``."""
+    name = target_name(base)
+    return [name, f"{name}-mealkit"] if stage.kind == "mealkit" else [name]
 
 
 def dependencies(stage: Stage) -> List[str]:
@@ -137,11 +158,9 @@ def chain_of(stages: Dict[str, Stage], roots: Sequence[str], stop_at_published: 
         if name not in stages:
             assert needed_by is not None
             field = "parent" if needed_by.parent == name else "uses"
-            near = difflib.get_close_matches(name, list(stages), n=1)
-            hint = f"; did you mean '{near[0]}'?" if near else ""
             raise StageError(
                 f"plugin '{needed_by.plugin}', stage '{needed_by.name}', field '{field}': "
-                f"stage '{name}' does not exist{hint}"
+                f"stage '{name}' does not exist{did_you_mean(name, stages, n=1)}"
             )
         stage = stages[name]
         if stop_at_published and needed_by is not None and stage.image is not None:
@@ -217,7 +236,15 @@ def compose(stages: Dict[str, Stage], options: PlanOptions, hooks: Hooks) -> Com
         for tname, flavor in target_names(stage):
             targets[tname] = _target(stage, tname, flavor, platforms[stage.name], ctx)
 
-    plan = {"group": {DEFAULT_GROUP: {"targets": list(targets)}}, "target": targets}
+    groups = {DEFAULT_GROUP: {"targets": list(targets)}}
+    for base, names in variant_groups({s.name: s for s in chain}).items():
+        members = [target_names(stages[n]) for n in names]
+        for index, group in enumerate(_group_names(base, stages[names[0]])):
+            if group in targets:
+                raise StageError(f"the group '{group}' of the variants of stage '{base}' has the name of a bake target")
+            # <base>: each variant's last target (final or single); <base>-mealkit: each meal kit.
+            groups[group] = {"targets": [t[-1 - index][0] for t in members]}
+    plan = {"group": groups, "target": targets}
     return Composition(plan=plan, chain=chain, requested=requested, stages=stages)
 
 

@@ -87,9 +87,11 @@ def bake(
     load: bool = False,
     builder: Optional[str] = None,
     echo: Callable[[str], None] = lambda line: sys.stderr.write(line),
+    extra_files: Sequence[str] = (),
 ) -> BakeRun:
-    """Run ``docker buildx bake -f PLAN --progress plain --metadata-file F TARGETS`` and stream its
-    progress to ``echo`` line by line.
+    """Run ``docker buildx bake -f PLAN [-f EXTRA…] --progress plain --metadata-file F TARGETS``
+    and stream its progress to ``echo`` line by line. ``extra_files`` are read after the plan
+    (docker/metadata-action's bake files).
 
     :raises EngineError: python-on-whales or the docker CLI is missing (the build never started).
     """
@@ -105,8 +107,8 @@ def bake(
     returncode = 0
     try:
         lines = docker.buildx.bake(
-            targets=list(targets), files=[str(plan_file)], push=push, load=load, builder=builder,
-            metadata_file=str(metadata_file), progress="plain", stream_logs=True,
+            targets=list(targets), files=[str(plan_file), *map(str, extra_files)], push=push, load=load,
+            builder=builder, metadata_file=str(metadata_file), progress="plain", stream_logs=True,
             # buildx 0.17+ asks before reading contexts outside the working directory, and every
             # context of a bake-plan plan is (stages/, plugin packages). python-on-whales has no
             # --allow, and the contexts are the user's installed plugins, so grant them all.

@@ -50,3 +50,22 @@ class LockError(BakePlanError):
 class LockConflict(LockError):
     """The requirements of a chain's stages conflict. ``details`` name each conflicting
     requirement with the stage and plugin that contributed it (exit 1)."""
+
+
+class ConfigError(UsageError):
+    """A configuration file is unreadable or malformed TOML, or names an unknown key, stage or
+    plugin, or a value of the wrong shape (exit 2). The message names the file and the key."""
+
+
+def did_you_mean(name: str, known, n: int = 3) -> str:
+    """A hint such as ``"; did you mean 'args'?"`` with the nearest of ``known`` (difflib, case
+    ignored), or ``""`` when nothing is near."""
+    import difflib
+
+    by_lower = {}
+    for item in known:
+        by_lower.setdefault(str(item).lower(), str(item))
+    near = difflib.get_close_matches(str(name).lower(), list(by_lower), n=n, cutoff=0.6)
+    if not near:
+        return ""
+    return "; did you mean " + " or ".join(f"'{by_lower[x]}'" for x in near) + "?"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime
 from importlib import metadata
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence
 
 import pluggy
 
@@ -17,15 +17,26 @@ from bake.errors import PluginError, StageError
 from bake.stage import Stage, validate
 
 
-def get_plugin_manager(load_entrypoints: bool = True, plugins: Sequence[object] = ()) -> pluggy.PluginManager:
+CORE_PLUGINS = ("default-policies",)
+"""Entry points that are part of bake-plan itself (the default policies): never blocked."""
+
+
+def get_plugin_manager(
+    load_entrypoints: bool = True, plugins: Sequence[object] = (), blocked: Iterable[str] = ()
+) -> pluggy.PluginManager:
     """A new manager with the hook specs, every ``bake_plan`` entry point, then ``plugins``.
 
     :param load_entrypoints: load the entry-point group ``bake_plan`` (the built-ins are there too).
     :param plugins: extra plugin objects (modules or instances) registered after the entry points.
+    :param blocked: entry-point names not to load (``pm.set_blocked``: never imported), e.g. from
+        the configuration's ``plugins.disable``.
     :raises PluginError: an entry point fails to import, or implements a hook that does not exist.
     """
     pm = pluggy.PluginManager(PROJECT)
     pm.add_hookspecs(hookspecs)
+    for name in blocked:
+        if name not in CORE_PLUGINS:
+            pm.set_blocked(name)
     if load_entrypoints:
         for ep in _entry_points():
             if pm.get_plugin(ep.name) is not None or pm.is_blocked(ep.name):
@@ -33,7 +44,7 @@ def get_plugin_manager(load_entrypoints: bool = True, plugins: Sequence[object] 
             try:
                 plugin = ep.load()
             except Exception as err:  # a broken third-party package must not give a traceback
-                dist = getattr(getattr(ep, "dist", None), "name", "?")
+                dist = _dist_name(ep) or "?"
                 raise PluginError(
                     f"plugin '{ep.name}' (from {dist}, {ep.value}) failed to load: {type(err).__name__}: {err}"
                 ) from None
@@ -41,6 +52,23 @@ def get_plugin_manager(load_entrypoints: bool = True, plugins: Sequence[object] 
     for plugin in plugins:
         _register(pm, plugin, None)
     return pm
+
+
+BUILTIN_MODULES = ("bake", "bake_plan_plugins")
+"""Top-level packages of bake-plan's own entry points (the built-in stages and the default policies)."""
+
+
+def entry_point_names(builtin_only: bool = False) -> List[str]:
+    """Names of the installed ``bake_plan`` entry points, sorted; with ``builtin_only``, only
+    bake-plan's own (their modules are in :data:`BUILTIN_MODULES`)."""
+    eps = _entry_points()
+    if builtin_only:
+        eps = [ep for ep in eps if ep.value.split(":")[0].split(".")[0] in BUILTIN_MODULES]
+    return [ep.name for ep in eps]
+
+
+def _dist_name(ep) -> Optional[str]:
+    return getattr(getattr(ep, "dist", None), "name", None)
 
 
 def _entry_points():

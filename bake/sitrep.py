@@ -44,7 +44,9 @@ def make_sitrep(
         if mealkit.startswith("target:") and mealkit[len("target:"):] not in metadata:
             failed.add(mealkit[len("target:"):])
     targets: Dict[str, dict] = {}
-    for name, target in plan["target"].items():
+    built = plan.get("group", {}).get("default", {}).get("targets") or list(plan["target"])
+    for name in built:  # the default group: not targets only inherited from (docker/metadata-action)
+        target = plan["target"][name]
         meta = metadata.get(name, {})
         entry = {
             "outcome": PASS if meta else (FAIL if name in failed else NOT_BUILT),

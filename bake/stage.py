@@ -17,6 +17,7 @@ from typing import Mapping, Optional, Tuple, Union
 from bake.errors import StageError
 from bake.naming import check_image_name, check_platform, check_registry, check_tag
 from bake.requirements import unpinned_vcs
+from bake.variants import check as check_variants
 
 KINDS = ("mealkit", "single")
 SOURCE_MODES = ("git-clone", "pip-vcs")
@@ -88,6 +89,13 @@ class Stage:
     :param contexts: extra named contexts: name → absolute directory or URL.
     :param variant: the toolchain variant tag, e.g. ``dev-3.8_cuda_12.1`` (Python 3.8, CUDA 12.1).
     :param cache_scope: the scope of the cache key (``cache-silo-<scope>-…``); default the name.
+    :param variants: a matrix: axis → values, e.g. ``{"python": ("3.10", "3.12"), "cuda": ("12.1",
+        "12.4")}``; the stage is expanded into one concrete stage per combination
+        (:mod:`bake.variants`). ``{axis}`` in ``base_image`` and in arg values is filled in.
+    :param variant_format: the variant tag of a combination, e.g. ``dev-{python}_cuda_{cuda}``
+        (default: the parent's, else ``python{python}_cuda{cuda}``).
+    :param variant_args: axis → build-arg name that carries its value (default: the axis name).
+    :param variant_of: filled in by bake-plan on a concrete variant: the declared stage's name.
     :param plugin: filled in by bake-plan with the name of the plugin that returned the stage.
     """
 
@@ -112,6 +120,10 @@ class Stage:
     host_paths: Mapping[str, str] = field(default_factory=dict)
     variant: Optional[str] = None
     cache_scope: Optional[str] = None
+    variants: Mapping[str, Tuple[str, ...]] = field(default_factory=dict)
+    variant_format: Optional[str] = None
+    variant_args: Mapping[str, str] = field(default_factory=dict)
+    variant_of: Optional[str] = None
     plugin: str = ""
 
     def build_args(self) -> dict:
@@ -249,8 +261,12 @@ def validate(stage: object, plugin: str) -> Stage:
             raise sfail(f"ref {src.ref!r}: a pip-vcs source installs 'git+{src.url}@<ref>', "
                         "which must be pinned to a 40-hex commit")
 
+    variant_fields = check_variants(stage, fail)
+
     return dataclasses.replace(
         stage,
+        **variant_fields,
+        variant_of=None,
         context=context,
         args=args,
         labels=labels,

@@ -4,14 +4,19 @@ Chain: ``python:3.8-bullseye`` → dev image ``development:3.8_cuda_12.1`` → t
 ``dev-`` + the dev tag (``gcr.io/tpu-pytorch/xla_base:dev-3.8_cuda_12.1``). Its cache key
 ``cache-silo-ci-dev-3.8_cuda_12.1`` keys Bazel's remote cache so CI never pollutes developer
 caches. Root installs come before the ``jenkins`` user the upstream CI template needs.
+
+The toolchain is a variant matrix of one (Python 3.8 × CUDA 12.1), so the default plan has one
+target, ``xla-ci``; the configuration widens it, e.g. ``[tool.bake-plan.stages.xla-ci] variants =
+{ python = ["3.10", "3.12"], cuda = ["12.1", "12.4"] }`` gives ``xla-ci-3.10-12.1`` … tagged
+``dev-3.10_cuda_12.1`` on the dev image ``development:3.10_cuda_12.1`` (see :mod:`bake.variants`).
 """
 
 from bake import Stage, hookimpl
 from bake.resources import stage_dir
 
-PYTHON_VERSION = "3.8"
-CUDA_VERSION = "12.1"
-DEV_TAG = f"{PYTHON_VERSION}_cuda_{CUDA_VERSION}"
+PYTHON_VERSIONS = ("3.8",)
+CUDA_VERSIONS = ("12.1",)
+DEV_IMAGE = "us-central1-docker.pkg.dev/tpu-pytorch-releases/docker/development:{python}_cuda_{cuda}"
 
 
 @hookimpl
@@ -23,13 +28,15 @@ def bake_plan_stages():
             registry="gcr.io/tpu-pytorch",
             kind="single",
             context=stage_dir("xla-ci"),
-            base_image=f"us-central1-docker.pkg.dev/tpu-pytorch-releases/docker/development:{DEV_TAG}",
+            base_image=DEV_IMAGE,
             base_image_arg="base_image",
             platforms=("linux/amd64",),
-            variant=f"dev-{DEV_TAG}",
+            variants={"python": PYTHON_VERSIONS, "cuda": CUDA_VERSIONS},
+            variant_format="dev-{python}_cuda_{cuda}",
+            # `cuda` in the Dockerfile is XLA_CUDA's on/off switch, so the version gets its own arg.
+            variant_args={"python": "python_version", "cuda": "CUDA_VERSION"},
             cache_scope="ci",
             args={
-                "python_version": PYTHON_VERSION,
                 "cuda": "1",
                 "cuda_compute": "5.2,7.5",
                 "cc": "clang",

@@ -39,10 +39,12 @@ class Buildx:
     def __repr__(self):
         return f"buildx {self.version[0]}.{self.version[1]}"
 
-    def print_plan(self, plan_file: Path, targets=(), cwd: Path = None, env=None) -> dict:
-        """``docker buildx bake -f PLAN --print TARGETS`` from ``cwd``, normalised by :func:`normalise`."""
+    def print_plan(self, plan_file: Path, targets=(), cwd: Path = None, env=None, extra_files=()) -> dict:
+        """``docker buildx bake -f PLAN [-f EXTRA…] --print TARGETS`` from ``cwd``, normalised by
+        :func:`normalise`."""
+        files = [arg for f in [plan_file, *extra_files] for arg in ("-f", str(f))]
         proc = subprocess.run(
-            self.argv + ["bake", "-f", str(plan_file), "--print", *targets],
+            self.argv + ["bake", *files, "--print", *targets],
             cwd=cwd, capture_output=True, text=True, env=env, timeout=120,
         )
         if proc.returncode != 0:
