@@ -1,8 +1,10 @@
 """The command line: ``bake-plan [plan] --target T…``, ``bake-plan build``, ``bake-plan stages``.
 
 The core raises :class:`bake.errors.BakePlanError`; only this module prints and picks exit
-statuses: 0 success, 1 a build that failed, 2 bad input (one line on stderr, no traceback, no
-file written).
+statuses (``docs/errors.md``): 0 success; 1 the work started and failed (a build, a push, a
+publish: the sitrep or the output says what, and a rerun finishes it); 2 bad input or no engine
+to run on (one line on stderr, no traceback, no file written). Error lines never show a
+credential: they go through :func:`bake.secrets.redact`.
 """
 
 from __future__ import annotations
@@ -17,12 +19,11 @@ from typing import List, Optional, Sequence
 
 from bake import __version__
 from bake.errors import BakePlanError, UsageError
-from bake.naming import check_platform, check_registry
+from bake.naming import check_platform, check_reference, check_registry
 
 COMMANDS = ("plan", "build", "publish", "matrix", "stages")
 FORMATS = ("hcl", "json")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}\Z")
-_IMAGE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*\Z")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -49,6 +50,11 @@ def _plan_arguments() -> argparse.ArgumentParser:
                         help="per-job mode: take published ancestors from the registry, pinned by digest")
     common.add_argument("--parent-report", action="append", default=[], metavar="FILE",
                         help="sitrep.json or buildx metadata file of a job that pushed an ancestor (repeatable)")
+    common.add_argument("--secret", action="append", default=[], metavar="id=NAME,env=VAR|id=NAME,src=FILE",
+                        help="a build secret every target may mount with RUN --mount=type=secret,id=NAME "
+                             "(repeatable); the plan holds only the variable's name or the file's path")
+    common.add_argument("--not-secret", action="append", default=[], metavar="NAME",
+                        help="an arg or label NAME that looks like a credential but is not one (repeatable)")
     common.add_argument("--format", choices=FORMATS, default="hcl", help="plan file format (default hcl)")
     common.add_argument("-o", "--output", help="plan file to write, or - for stdout "
                                                "(default docker-bake.hcl / docker-bake.json)")
@@ -60,6 +66,8 @@ def _selection_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stage or bake target (repeatable); its ancestors come along")
     parser.add_argument("--platform", action="append", default=[], metavar="P",
                         help="os/arch (repeatable); default: every platform each stage supports")
+    parser.add_argument("--not-secret", action="append", default=[], metavar="NAME",
+                        help="an arg or label NAME that looks like a credential but is not one (repeatable)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -140,10 +148,34 @@ def base_image_pairs(values: Sequence[str]) -> tuple:
     pairs = []
     for value in values:
         original, sep, replacement = value.partition("=")
-        if not sep or not _IMAGE_REF.match(original) or not _IMAGE_REF.match(replacement):
+        if not sep:
             raise UsageError(f"--base-image {value!r} is not ORIGINAL=REPLACEMENT (two image references)")
+        for part in (original, replacement):
+            try:
+                check_reference(part)
+            except ValueError as err:
+                raise UsageError(f"--base-image {value!r}: {err}") from None
         pairs.append((original, replacement))
     return tuple(pairs)
+
+
+def secret_specs(values: Sequence[str]) -> tuple:
+    """``--secret`` values as :class:`bake.secrets.SecretSpec` (a relative ``src`` made absolute).
+
+    :raises UsageError: a malformed value, a missing file, or one id given twice.
+    """
+    from bake.secrets import parse_secret
+
+    specs = []
+    for value in values:
+        try:
+            spec = parse_secret(value)
+        except ValueError as err:
+            raise UsageError(f"--secret {value!r}: {err}") from None
+        if any(s.id == spec.id for s in specs):
+            raise UsageError(f"--secret: id '{spec.id}' is given twice")
+        specs.append(spec)
+    return tuple(specs)
 
 
 def _compose(args):
@@ -168,6 +200,8 @@ def _compose(args):
         cache_from_branch=getattr(args, "cache_from_branch", None),
         from_registry=getattr(args, "from_registry", False),
         digests=digests,
+        secrets=secret_specs(getattr(args, "secret", [])),
+        not_secret=frozenset(getattr(args, "not_secret", [])),
     )
     return make_plan(options)
 
@@ -219,6 +253,10 @@ def _cmd_build(args) -> int:
 
     if args.output == "-":
         raise UsageError("build needs a plan file: -o - is for `bake-plan plan`")
+    for spec in secret_specs(args.secret):
+        if spec.env and spec.env not in os.environ:
+            raise UsageError(f"--secret id={spec.id},env={spec.env}: {spec.env} is not set, so the build "
+                             "could not mount the secret")
     composition = _compose(args)
     plan_file = _write_plan(args, composition, sys.stdout)
     sitrep_dir = Path(args.sitrep_dir)
@@ -237,15 +275,17 @@ def _cmd_publish(args) -> int:
 
     composition = _compose(args)
     wanted = manifests(composition)
-    missing = publish(wanted, engine.image_exists, engine.create_manifest)
+
+    def report(manifest) -> None:
+        print(f"published {manifest.tag} <- {', '.join(s.rsplit(':', 1)[-1] for s in manifest.sources)}", flush=True)
+
+    missing = publish(wanted, engine.image_exists, engine.create_manifest, on_created=report)
     if missing:
         print(f"bake-plan: error: not publishing: {len(missing)} per-arch image(s) missing; no tag was created:",
               file=sys.stderr)
         for ref in missing:
             print(f"  missing {ref}", file=sys.stderr)
         return 1
-    for manifest in wanted:
-        print(f"published {manifest.tag} <- {', '.join(s.rsplit(':', 1)[-1] for s in manifest.sources)}")
     return 0
 
 
@@ -276,19 +316,34 @@ def _cmd_stages(args) -> int:
     return 0
 
 
+def _known_secrets(args) -> list:
+    """The current values of the ``--secret``s given, for redaction (best effort: none on bad input)."""
+    try:
+        return [v for v in (spec.value() for spec in secret_specs(getattr(args, "secret", None) or [])) if v]
+    except BakePlanError:
+        return []
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the ``bake-plan`` console script. Returns the exit status."""
+    args = None
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
         command = {"stages": _cmd_stages, "build": _cmd_build, "publish": _cmd_publish,
                    "matrix": _cmd_matrix}.get(args.command, _cmd_plan)
         return command(args)
     except BakePlanError as err:
-        print(f"bake-plan: error: {err}", file=sys.stderr)
+        from bake.secrets import redact
+
+        print(f"bake-plan: error: {redact(' '.join(str(err).split()), _known_secrets(args))}", file=sys.stderr)
         return err.exit_status
     except KeyboardInterrupt:
         print("bake-plan: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `bake-plan -o - | head`: the reader left; nothing to report
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

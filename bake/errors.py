@@ -4,7 +4,11 @@ from __future__ import annotations
 
 
 class BakePlanError(Exception):
-    """Base class. ``exit_status`` is what the CLI exits with; ``str(err)`` is the one line it prints."""
+    """Base class. ``exit_status`` is what the CLI exits with; ``str(err)`` is the one line it prints.
+
+    Exit status 2 means the work did not start: bad input, or no engine to run on. Exit status 1
+    (:class:`RunError`) means it started and failed part-way: a build, a push, a publish.
+    """
 
     exit_status = 2
 
@@ -23,3 +27,10 @@ class PluginError(BakePlanError):
 
 class OutputError(BakePlanError):
     """The plan could not be written where asked (exit 2)."""
+
+
+class RunError(BakePlanError):
+    """The work started and failed: the registry refused a push or a manifest, the engine went
+    away (exit 1, like a failed build). Not the user's input: a rerun finishes the work."""
+
+    exit_status = 1

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Mapping, Optional, Tuple, Union
 
 from bake.errors import StageError
-from bake.naming import check_image_name, check_platform, check_registry, check_tag
+from bake.naming import check_image_name, check_platform, check_reference, check_registry, check_tag
 
 KINDS = ("mealkit", "single")
 SOURCE_MODES = ("git-clone", "pip-vcs")
@@ -156,6 +156,11 @@ def validate(stage: object, plugin: str) -> Stage:
             check_image_name(stage.image)
         except ValueError as err:
             raise fail("image", str(err)) from None
+    if stage.base_image is not None:
+        try:
+            check_reference(stage.base_image)
+        except ValueError as err:
+            raise fail("base_image", str(err)) from None
     if stage.variant is not None:
         try:
             check_tag(stage.variant)
