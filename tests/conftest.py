@@ -91,6 +91,10 @@ def _unescape(value: str) -> str:
     return value.replace("$${", "${").replace("%%{", "%{")
 
 
+# Lists of "k=v,k=v" entries that buildx 0.19+ prints as objects.
+_ENTRY_LISTS = ("cache-from", "cache-to", "secret")
+
+
 def _cache_entry(entry):
     if isinstance(entry, dict):
         return dict(sorted(entry.items()))
@@ -106,7 +110,7 @@ def normalise(printed: dict, version: tuple) -> dict:
                     target[key] = _unescape(target[key])
                 elif isinstance(target.get(key), dict):
                     target[key] = {k: _unescape(v) if isinstance(v, str) else v for k, v in target[key].items()}
-        for key in ("cache-from", "cache-to"):
+        for key in _ENTRY_LISTS:
             if key in target:
                 target[key] = [_cache_entry(e) for e in target[key]]
     return printed
@@ -115,7 +119,7 @@ def normalise(printed: dict, version: tuple) -> dict:
 def expected_target(target: dict) -> dict:
     """A plan target in the form :func:`normalise` gives buildx's output."""
     out = dict(target)
-    for key in ("cache-from", "cache-to"):
+    for key in _ENTRY_LISTS:
         if key in out:
             out[key] = [_cache_entry(e) for e in out[key]]
     return out
