@@ -44,7 +44,7 @@ def run_build(
     label = f"{', '.join(composition.requested)} build"
     report = sitrep.make_sitrep(composition.plan, label, run.returncode, run.failed, run.metadata,
                                 engine.build_record, error=run.error, steps=run.steps,
-                                failed_steps=run.failed_steps)
+                                failed_steps=run.failed_steps, exported=run.exported)
     write_atomic(str(sitrep_dir / "sitrep.json"), sitrep.to_json(report), "the sitrep")
     write_atomic(str(sitrep_dir / "badge.json"), sitrep.to_json(sitrep.badge(report)), "the badge")
     summary = sitrep.markdown(report)

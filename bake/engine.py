@@ -36,6 +36,16 @@ _STEP_LABEL = re.compile(
     r"^#(\d+) \[([A-Za-z0-9_-]+)(?: [a-z0-9]+/[a-z0-9]+(?:/[a-z0-9]+)?)?(?: ([^\s\]]+))? \d+/\d+\] (.*)")
 # Vertices whose errors do not fail a build: a registry cache that does not exist yet.
 _HARMLESS = (" importing cache manifest from ",)
+# A target's export ("#14 [mx-root] exporting to image"; pushing is part of it) and the digest it
+# made: pushed, else the manifest list, else the manifest. buildx writes --metadata-file only when
+# the whole bake succeeds, so this is how a failed run still tells which targets were finished.
+_EXPORT = re.compile(r"^#(\d+) \[([A-Za-z0-9_-]+)\] exporting to (?:image|docker image format|oci image format)")
+_DONE = re.compile(r"^#(\d+) DONE\b")
+_DIGESTS = (
+    re.compile(r"^#(\d+) pushing manifest for \S+@(sha256:[0-9a-f]{64})"),
+    re.compile(r"^#(\d+) exporting manifest list (sha256:[0-9a-f]{64})"),
+    re.compile(r"^#(\d+) exporting manifest (sha256:[0-9a-f]{64})"),
+)
 # A Dockerfile instruction: "#8 [jax-mealkit linux/arm64 mealkit 2/5] RUN ...".
 _STEP = re.compile(r"^#(\d+) \[([A-Za-z0-9_-]+)(?: [a-z0-9]+/[a-z0-9]+(?:/[a-z0-9]+)?)? [^\]]* \d+/\d+\] ")
 # A step whose result comes from a cache: "#8 CACHED", or its layer fetched from a registry
@@ -79,11 +89,14 @@ class Progress:
     def __init__(self):
         self.failed: List[str] = []
         self.failed_steps: List[tuple] = []
+        self.exported: Dict[str, Optional[str]] = {}
         self.last_error = ""
         self.steps = StepCounter()
         self._target: Dict[str, str] = {}
         self._step: Dict[str, tuple] = {}
         self._harmless: set = set()
+        self._export: Dict[str, str] = {}
+        self._digest: Dict[str, tuple] = {}
 
     def feed(self, line: str) -> None:
         """Take one line of progress."""
@@ -103,6 +116,17 @@ class Progress:
                 self.failed_steps.append(self._step[match.group(1)])
             elif match.group(1) in self._target:
                 self.failed.append(self._target[match.group(1)])
+        match = _EXPORT.match(text)
+        if match:
+            self._export.setdefault(match.group(1), match.group(2))
+        for rank, pattern in enumerate(_DIGESTS):
+            match = pattern.match(text)
+            if match and rank <= self._digest.get(match.group(1), (len(_DIGESTS),))[0]:
+                self._digest[match.group(1)] = (rank, match.group(2))
+        match = _DONE.match(text)
+        if match and match.group(1) in self._export:
+            vertex = match.group(1)
+            self.exported[self._export[vertex]] = self._digest.get(vertex, (None, None))[1]
         match = _TARGET_ERROR.match(text)
         if match:
             self.failed.append(match.group(1))
@@ -122,11 +146,14 @@ class BakeRun:
     :param steps: per target, Dockerfile steps ``{"cached": n, "run": m}`` (:class:`StepCounter`).
     :param failed_steps: ``(target label, Dockerfile stage or None, instruction)`` of every
         Dockerfile step that failed, as BuildKit labelled it.
+    :param exported: targets whose export (and push) finished, with the digest made, as the
+        progress showed them: what a run that failed part-way still finished.
     """
 
     returncode: int
     failed: List[str] = field(default_factory=list)
     failed_steps: List[tuple] = field(default_factory=list)
+    exported: Dict[str, Optional[str]] = field(default_factory=dict)
     metadata: Dict[str, dict] = field(default_factory=dict)
     error: str = ""
     steps: Dict[str, Dict[str, int]] = field(default_factory=dict)
@@ -181,7 +208,7 @@ def bake(
             metadata = {}
     return BakeRun(returncode=returncode, failed=list(dict.fromkeys(progress.failed)), metadata=metadata,
                    error=progress.last_error, steps=progress.steps.counts(),
-                   failed_steps=list(dict.fromkeys(progress.failed_steps)))
+                   failed_steps=list(dict.fromkeys(progress.failed_steps)), exported=dict(progress.exported))
 
 
 def build_record(ref: str) -> Optional[dict]:

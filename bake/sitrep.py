@@ -97,6 +97,7 @@ def make_sitrep(
     error: str = "",
     steps: Optional[Dict[str, Dict[str, int]]] = None,
     failed_steps: Sequence[tuple] = (),
+    exported: Optional[Dict[str, Optional[str]]] = None,
 ) -> dict:
     """Build the sitrep of one bake run.
 
@@ -108,6 +109,8 @@ def make_sitrep(
     :param steps: per target, Dockerfile steps ``{"cached": n, "run": m}`` read from the progress.
     :param failed_steps: ``(label, Dockerfile stage, instruction)`` of each failing step
         (:func:`step_owner`).
+    :param exported: target → digest of the targets the progress showed exported (and pushed):
+        buildx writes no metadata when the bake fails, so these still ``pass`` in a failed run.
     :returns: the ``sitrep.json`` content; ``outcome`` is ``fail`` when buildx failed or any
         target did not build. A target ``fail``s when it, or a target it builds on, failed; a
         target buildx cancelled because another one failed is ``not built``. ``error`` is
@@ -117,8 +120,11 @@ def make_sitrep(
     culprits |= {step_owner(plan, *step) for step in failed_steps if step[0] in plan["target"]}
     broken = _dependents(plan, culprits)
     targets: Dict[str, dict] = {}
+    exported = exported or {}
     for name, target in plan["target"].items():
         meta = metadata.get(name, {})
+        if not meta and name in exported:
+            meta = {"containerimage.digest": exported[name]}
         entry = {
             "outcome": PASS if meta else (FAIL if name in broken else NOT_BUILT),
             "tags": list(target.get("tags", [])),
