@@ -68,7 +68,9 @@ class Stage:
     :param base_image: the external image a root stage starts from, passed as ``base_image_arg``.
     :param kind: ``"mealkit"`` (targets ``<name>-mealkit`` and ``<name>``) or ``"single"``.
     :param target: the Dockerfile stage a ``single`` stage builds (``None``: the last one).
-    :param args: build args (name → value); values are plain strings, never secrets.
+    :param args: build args (name → value); values are plain strings, never secrets: a name or
+        value that looks like a credential is refused (:mod:`bake.secrets`); secrets reach builds
+        through ``--secret`` and ``RUN --mount=type=secret``.
     :param platforms: platforms the stage supports, ``os/arch[/variant]``.
     :param sources: :class:`Source` list, passed as ``URLREF_*``/``SRC_PATH_*`` args.
     :param requirements: pip requirement lines the stage contributes to

@@ -218,3 +218,39 @@ def engine():
     except OSError:
         _missing(f"a registry at {registry} (scripts/test-engine up)")
     return Engine(registry)
+
+
+def _need_private_engine():
+    from private_engine import can_run_private_engine
+
+    why = can_run_private_engine()
+    if why:
+        _missing(f"a private engine ({why})")
+
+
+@pytest.fixture
+def private_registry(engine, tmp_path_factory):
+    """A registry of the test's own on a free port (``tests/private_engine.py``), started; the
+    test may stop and start it. The shared registry is never touched."""
+    from private_engine import PrivateRegistry
+
+    _need_private_engine()
+    reg = PrivateRegistry(tmp_path_factory.mktemp("registry"))
+    reg.start()
+    yield reg
+    reg.stop()
+
+
+@pytest.fixture(scope="module")
+def private_engine(engine):
+    """A dockerd of the module's own (``tests/private_engine.py``): tests may kill it, wipe its
+    cache, and start it again without disturbing the shared engine others' tests use."""
+    from private_engine import PrivateEngine
+
+    _need_private_engine()
+    eng = PrivateEngine()
+    try:
+        eng.start()
+        yield eng
+    finally:
+        eng.remove()

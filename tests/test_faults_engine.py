@@ -22,8 +22,7 @@ from pathlib import Path
 import pytest
 
 from bake.engine import Progress
-from conftest import CI, ROOT
-from private_engine import PrivateEngine, PrivateRegistry, can_run_private_engine
+from conftest import ROOT
 
 pytestmark = pytest.mark.engine
 
@@ -39,22 +38,10 @@ def family_site(tmp_path_factory):
     return site
 
 
-def _need_private_engine():
-    why = can_run_private_engine()
-    if why:
-        if CI:
-            pytest.fail(f"fault tests need a private engine under CI=true: {why}")
-        pytest.skip(why)
-
-
 @pytest.fixture
-def registry(engine, tmp_path_factory):
-    """A private registry, started; the test may stop and start it."""
-    _need_private_engine()
-    reg = PrivateRegistry(tmp_path_factory.mktemp("registry"))
-    reg.start()
-    yield reg
-    reg.stop()
+def registry(private_registry):
+    """The test's own registry (conftest ``private_registry``), started; the test stops and starts it."""
+    return private_registry
 
 
 def _expected_tags(plan_file: Path) -> dict:
@@ -167,18 +154,6 @@ def test_publish_with_the_registry_down_says_so_and_creates_nothing(cli, engine,
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"bake-plan: error: cannot check {registry.name}/down/mx-root:"), lines
     assert "connection refused" in lines[0] and "missing" not in lines[0]
-
-
-@pytest.fixture(scope="module")
-def private_engine(engine):
-    """A private dockerd the test kills mid-build and starts again."""
-    _need_private_engine()
-    eng = PrivateEngine()
-    try:
-        eng.start()
-        yield eng
-    finally:
-        eng.remove()
 
 
 GATED = """\
