@@ -71,6 +71,7 @@ def _selection_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``bake-plan`` argument parser: its errors raise :class:`UsageError` (one line, exit 2)."""
     parser = _Parser(prog="bake-plan", description="Turn a family of container images into a Docker Buildx bake plan.")
     parser.add_argument("--version", action="version", version=f"bake-plan {__version__}")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
@@ -103,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """Parse a command line; without a command, ``plan`` is meant. :raises UsageError: bad options."""
     argv = list(argv)
     # `bake-plan --target X` means `bake-plan plan --target X`.
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):

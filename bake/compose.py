@@ -255,9 +255,11 @@ class _Context:
         return self._keys[(stage.name, flavor)]
 
     def cache_ref(self, stage: Stage, flavor: str, branch: Optional[str]) -> str:
+        """``<repository>:<cache key>[-<branch>]``: a registry cache ref of the target."""
         return f"{repository(stage, self.options.registry)}:{self.cache_key(stage, flavor)}{_branch(branch)}"
 
     def tags(self, stage: Stage, flavor: str) -> List[str]:
+        """The target's full tags from the tag policy. :raises StageError: a tag registries refuse."""
         repo = repository(stage, self.options.registry)
         out = []
         tags, by = self.hooks.tags_by(stage, flavor, self.options.date)

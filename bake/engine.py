@@ -65,6 +65,7 @@ class StepCounter:
         self.cached: set = set()
 
     def feed(self, line: str) -> None:
+        """Take one line of progress (without its newline)."""
         match = _STEP.match(line)
         if match:
             self.target.setdefault(match.group(1), match.group(2))

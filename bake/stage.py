@@ -47,10 +47,12 @@ class Source:
 
     @property
     def urlref(self) -> str:
+        """``<url>#<ref>``, the ``URLREF_<name>`` arg."""
         return f"{self.url}#{self.ref}"
 
     @property
     def src_path(self) -> str:
+        """Where the source lands in the image, the ``SRC_PATH_<name>`` arg."""
         return self.path or "/opt/" + self.name.lower().replace("_", "-")
 
 
