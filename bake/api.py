@@ -14,6 +14,7 @@ import pluggy
 
 from bake.compose import Composition, PlanOptions, compose
 from bake.overrides import StageOverride, apply_overrides
+from bake.errors import StageError
 from bake.plugins import Hooks, get_plugin_manager
 from bake.render import to_hcl, to_json
 from bake.resources import template_path
@@ -41,6 +42,10 @@ def make_plan(
 ) -> Composition:
     """Collect every plugin's stages and compose the plan for ``options``.
 
+    The plan is also searched for the current value of every ``options.secrets`` (an
+    environment variable's or a file's content, when available and 8 characters or longer): a
+    secret must reach builds only through the ``secret`` attribute.
+
     :param pm: a plugin manager; default :func:`bake.plugins.get_plugin_manager` (entry points).
     :param overrides: per-stage overrides from the configuration (:class:`bake.overrides.StageOverride`).
     :param locks_dir: make a locked plan (``--locked``): each requested stage's final target gets
@@ -48,6 +53,8 @@ def make_plan(
         (:func:`bake.lock.locked_contexts`, which checks the lock is current).
     :raises bake.errors.BakePlanError: bad input, with a one-line message naming the culprit.
     """
+    from bake.secrets import SECRET_HINT, find_secret_values
+
     hooks = Hooks(pm if pm is not None else get_plugin_manager())
     stages = collect_stages(hooks, overrides)
     composition = compose(stages, options, hooks)
@@ -56,7 +63,21 @@ def make_plan(
 
         pip_locks = locked_contexts(composition, Path(locks_dir))
         composition = compose(stages, dataclasses.replace(options, pip_locks=pip_locks), hooks)
+    found = find_secret_values(composition.plan, options.secrets)
+    if found:
+        spec, tname, path = found
+        source = f"env {spec.env}" if spec.env else f"file {spec.src}"
+        stage = next((s for s in composition.chain if tname in _targets_of(s)), None)
+        where = f"plugin '{stage.plugin}', stage '{stage.name}', " if stage else ""
+        raise StageError(f"{where}target '{tname}', {path}: holds the value of secret '{spec.id}' ({source}); "
+                         f"{SECRET_HINT}")
     return composition
+
+
+def _targets_of(stage) -> list:
+    from bake.compose import target_names
+
+    return [name for name, _ in target_names(stage)]
 
 
 def render(composition: Composition, fmt: str = "hcl", filename: str = "docker-bake.hcl") -> str:

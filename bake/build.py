@@ -30,21 +30,22 @@ def run_build(
     :raises bake.engine.EngineError: the engine cannot be reached (nothing was built).
     :raises bake.errors.OutputError: a report file cannot be written.
     """
-    if not engine.engine_reachable():
-        host = os.environ.get("DOCKER_HOST", "the default socket")
-        raise engine.EngineError(f"cannot reach a Docker engine at {host} (is dockerd running? is DOCKER_HOST right?)")
-    try:
+    try:  # where the reports go, before anything is built: a bad path is bad input (exit 2)
         sitrep_dir.mkdir(parents=True, exist_ok=True)
         metadata_file.parent.mkdir(parents=True, exist_ok=True)
         if metadata_file.exists():
             metadata_file.unlink()  # a stale file would report digests of an older build
     except OSError as err:
         raise OutputError(f"cannot prepare {err.filename}: {err.strerror}") from None
+    if not engine.engine_reachable():
+        host = os.environ.get("DOCKER_HOST", "the default socket")
+        raise engine.EngineError(f"cannot reach a Docker engine at {host} (is dockerd running? is DOCKER_HOST right?)")
     run = engine.bake(plan_file, [DEFAULT_GROUP], metadata_file, push=push, load=load, builder=builder,
                       extra_files=composition.bake_files)
     label = f"{', '.join(composition.requested)} build"
     report = sitrep.make_sitrep(composition.plan, label, run.returncode, run.failed, run.metadata,
-                                engine.build_record, error=run.error, steps=run.steps)
+                                engine.build_record, error=run.error, steps=run.steps,
+                                failed_steps=run.failed_steps, exported=run.exported)
     write_atomic(str(sitrep_dir / "sitrep.json"), sitrep.to_json(report), "the sitrep")
     write_atomic(str(sitrep_dir / "badge.json"), sitrep.to_json(sitrep.badge(report)), "the badge")
     summary = sitrep.markdown(report)

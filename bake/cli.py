@@ -3,8 +3,10 @@
 file (:mod:`bake.config`).
 
 The core raises :class:`bake.errors.BakePlanError`; only this module prints and picks exit
-statuses: 0 success, 1 a build that failed or requirements that conflict, 2 bad input (one
-line on stderr, no traceback, no file written).
+statuses (``docs/errors.md``): 0 success; 1 the work started and failed (a build, a push, a
+publish: the sitrep or the output says what, and a rerun finishes it) or requirements that
+conflict; 2 bad input or no engine to run on (one line on stderr, no traceback, no file written).
+Error lines never show a credential: they go through :func:`bake.secrets.redact`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import List, Optional, Sequence
 
 from bake import __version__
 from bake.errors import BakePlanError, UsageError
+from bake.naming import check_reference
 
 COMMANDS = ("plan", "build", "publish", "matrix", "lock", "bump", "stages", "graph", "config")
 DEFAULT_LOCKS_DIR = "locks"
@@ -62,6 +65,9 @@ def _plan_arguments() -> argparse.ArgumentParser:
     common.add_argument("--metadata-targets", action="append", metavar="T",
                         help="stages or bake targets that inherit the metadata-action target "
                              "(repeatable; default: the requested stages' final targets)")
+    common.add_argument("--secret", action="append", default=[], metavar="id=NAME,env=VAR|id=NAME,src=FILE",
+                        help="a build secret every target may mount with RUN --mount=type=secret,id=NAME "
+                             "(repeatable); the plan holds only the variable's name or the file's path")
     common.add_argument("--format", choices=FORMATS, default="hcl", help="plan file format (default hcl)")
     common.add_argument("-o", "--output", help="plan file to write, or - for stdout "
                                                "(default docker-bake.hcl / docker-bake.json)")
@@ -81,6 +87,8 @@ def _selection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--platform", action="append", default=[], metavar="P",
                         help="os/arch, e.g. linux/arm64 (repeatable; a comma list works too). "
                              "Default: every platform each stage supports. Exactly one makes a per-arch plan")
+    parser.add_argument("--not-secret", action="append", default=[], metavar="NAME",
+                        help="an arg or label NAME that looks like a credential but is not one (repeatable)")
 
 
 def _locks_dir_argument(parser) -> None:
@@ -114,6 +122,7 @@ def _lock_arguments() -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``bake-plan`` argument parser: its errors raise :class:`UsageError` (one line, exit 2)."""
     parser = _Parser(prog="bake-plan", description="Turn a family of container images into a Docker Buildx bake plan.")
     parser.add_argument("--version", action="version", version=f"bake-plan {__version__}")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
@@ -165,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """Parse a command line; without a command, ``plan`` is meant. :raises UsageError: bad options."""
     argv = list(argv)
     # `bake-plan --target X` means `bake-plan plan --target X`.
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
@@ -177,8 +187,13 @@ def base_image_pairs(values: Sequence[str]) -> dict:
     pairs = {}
     for value in values:
         original, sep, replacement = value.partition("=")
-        if not sep or not original or not replacement:
+        if not sep:
             raise UsageError(f"--base-image {value!r} is not ORIGINAL=REPLACEMENT (two image references)")
+        for part in (original, replacement):
+            try:
+                check_reference(part)
+            except ValueError as err:
+                raise UsageError(f"--base-image {value!r}: {err}") from None
         pairs[original] = replacement
     return pairs
 
@@ -201,6 +216,25 @@ def settings(args):
     return config.resolve(config.load(getattr(args, "config", None)), flags)
 
 
+def secret_specs(values: Sequence[str]) -> tuple:
+    """``--secret`` values as :class:`bake.secrets.SecretSpec` (a relative ``src`` made absolute).
+
+    :raises UsageError: a malformed value, a missing file, or one id given twice.
+    """
+    from bake.secrets import parse_secret
+
+    specs = []
+    for value in values:
+        try:
+            spec = parse_secret(value)
+        except ValueError as err:
+            raise UsageError(f"--secret {value!r}: {err}") from None
+        if any(s.id == spec.id for s in specs):
+            raise UsageError(f"--secret: id '{spec.id}' is given twice")
+        specs.append(spec)
+    return tuple(specs)
+
+
 def _compose(args):
     from bake.api import make_plan
 
@@ -212,6 +246,8 @@ def _compose(args):
         cache_branch=getattr(args, "cache_branch", None),
         from_registry=getattr(args, "from_registry", False),
         digests=digests,
+        secrets=secret_specs(getattr(args, "secret", [])),
+        not_secret=frozenset(getattr(args, "not_secret", [])),
     )
     locked = getattr(args, "locked", False)
     composition = make_plan(options, config.plugin_manager(), config.stages,
@@ -279,6 +315,10 @@ def _cmd_build(args) -> int:
 
     if args.output == "-":
         raise UsageError("build needs a plan file: -o - is for `bake-plan plan`")
+    for spec in secret_specs(args.secret):
+        if spec.env and spec.env not in os.environ:
+            raise UsageError(f"--secret id={spec.id},env={spec.env}: {spec.env} is not set, so the build "
+                             "could not mount the secret")
     composition = _compose(args)
     plan_file = _write_plan(args, composition, sys.stdout)
     sitrep_dir = Path(args.sitrep_dir)
@@ -297,15 +337,17 @@ def _cmd_publish(args) -> int:
 
     composition = _compose(args)
     wanted = manifests(composition)
-    missing = publish(wanted, engine.image_exists, engine.create_manifest)
+
+    def report(manifest) -> None:
+        print(f"published {manifest.tag} <- {', '.join(s.rsplit(':', 1)[-1] for s in manifest.sources)}", flush=True)
+
+    missing = publish(wanted, engine.image_exists, engine.create_manifest, on_created=report)
     if missing:
         print(f"bake-plan: error: not publishing: {len(missing)} per-arch image(s) missing; no tag was created:",
               file=sys.stderr)
         for ref in missing:
             print(f"  missing {ref}", file=sys.stderr)
         return 1
-    for manifest in wanted:
-        print(f"published {manifest.tag} <- {', '.join(s.rsplit(':', 1)[-1] for s in manifest.sources)}")
     return 0
 
 
@@ -409,8 +451,17 @@ def _cmd_config(args) -> int:
     return 0
 
 
+def _known_secrets(args) -> list:
+    """The current values of the ``--secret``s given, for redaction (best effort: none on bad input)."""
+    try:
+        return [v for v in (spec.value() for spec in secret_specs(getattr(args, "secret", None) or [])) if v]
+    except BakePlanError:
+        return []
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the ``bake-plan`` console script. Returns the exit status."""
+    args = None
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
         if getattr(args, "sources", None):
@@ -421,13 +472,19 @@ def main(argv: Optional[List[str]] = None) -> int:
                    "lock": _cmd_lock, "bump": _cmd_bump, "graph": _cmd_graph, "config": _cmd_config}
         return command.get(args.command, _cmd_plan)(args)
     except BakePlanError as err:
-        print(f"bake-plan: error: {err}", file=sys.stderr)
+        from bake.secrets import redact
+
+        print(f"bake-plan: error: {redact(' '.join(str(err).split()), _known_secrets(args))}", file=sys.stderr)
         for detail in err.details:
-            print(f"  {detail}", file=sys.stderr)
+            print(f"  {redact(detail, _known_secrets(args))}", file=sys.stderr)
         return err.exit_status
     except KeyboardInterrupt:
         print("bake-plan: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `bake-plan -o - | head`: the reader left; nothing to report
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

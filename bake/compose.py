@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+import difflib
+from typing import Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
+from bake.checks import check_target
 from bake.errors import StageError, UsageError, did_you_mean
 from bake.naming import arch_of, check_repository, check_tag, target_name
 from bake.plugins import Hooks
+from bake.secrets import SecretSpec
 from bake.stage import Stage
 
 FLAVOR_MEALKIT, FLAVOR_FINAL, FLAVOR_SINGLE = "mealkit", "final", "single"
@@ -41,6 +44,9 @@ class PlanOptions:
         context ``pip-lock`` = the directory, which holds ``requirements.lock`` (or
         ``requirements-<arch>.lock`` per arch); the final stage then pip-syncs to it instead of
         compiling (``--locked``, see :func:`bake.lock.locked_contexts`).
+    :param secrets: build secrets every target may mount (bake's ``secret`` attribute): only their
+        ids and the names of their variables or files are written, never a value.
+    :param not_secret: arg and label names that look like credentials but are not.
     """
 
     targets: Tuple[str, ...]
@@ -53,6 +59,8 @@ class PlanOptions:
     from_registry: bool = False
     digests: Mapping[str, str] = dataclasses.field(default_factory=dict)
     pip_locks: Tuple[Tuple[str, str], ...] = ()
+    secrets: Tuple[SecretSpec, ...] = ()
+    not_secret: FrozenSet[str] = frozenset()
 
     @property
     def arch(self) -> Optional[str]:
@@ -270,25 +278,30 @@ class _Context:
     def cache_key(self, stage: Stage, flavor: str) -> str:
         """The policy's key plus ``-<arch>`` in a per-arch plan (CACHE_SILO; the cache refs' tag)."""
         if (stage.name, flavor) not in self._keys:
-            key = self.hooks.cache_key(stage, flavor) + self.suffix
+            key, by = self.hooks.cache_key_by(stage, flavor)
+            key += self.suffix
             try:
                 check_tag(key + _branch(self.options.cache_branch))
             except ValueError as err:
-                raise StageError(f"plugin '{stage.plugin}', stage '{stage.name}': cache key: {err}") from None
+                raise StageError(f"{_policy(by, stage)}, stage '{stage.name}': cache key {flavor}: {err}") from None
             self._keys[(stage.name, flavor)] = key
         return self._keys[(stage.name, flavor)]
 
     def cache_ref(self, stage: Stage, flavor: str, branch: Optional[str]) -> str:
+        """``<repository>:<cache key>[-<branch>]``: a registry cache ref of the target."""
         return f"{repository(stage, self.options.registry)}:{self.cache_key(stage, flavor)}{_branch(branch)}"
 
     def tags(self, stage: Stage, flavor: str) -> List[str]:
+        """The target's full tags from the tag policy. :raises StageError: a tag registries refuse."""
         repo = repository(stage, self.options.registry)
         out = []
-        for tag in self.hooks.tags(stage, flavor, self.options.date):
+        tags, by = self.hooks.tags_by(stage, flavor, self.options.date)
+        for tag in tags:
             try:
                 check_tag(tag + self.suffix)
             except ValueError as err:
-                raise StageError(f"plugin '{stage.plugin}', stage '{stage.name}': {err}") from None
+                arch = f" (with the per-arch suffix '{self.suffix}')" if self.suffix else ""
+                raise StageError(f"{_policy(by, stage)}, stage '{stage.name}', {flavor} tag{arch}: {err}") from None
             out.append(f"{repo}:{tag}{self.suffix}")
         return out
 
@@ -307,9 +320,24 @@ class _Context:
         return f"docker-image://{self.tags(dep, flavor)[0]}@{digest}"
 
 
+def source_date_epoch(date: datetime.date) -> int:
+    """Midnight UTC of the plan date as a Unix time: the ``SOURCE_DATE_EPOCH`` every target
+    pins (the same instant as its ``org.opencontainers.image.created`` label)."""
+    return int(datetime.datetime.combine(date, datetime.time(), tzinfo=datetime.timezone.utc).timestamp())
+
+
+def _policy(plugin: Optional[str], stage: Stage) -> str:
+    """Who answered a policy hook: the plugin, or the stage's own plugin when pluggy did not say."""
+    return f"plugin '{plugin or stage.plugin}'"
+
+
 def _target(stage: Stage, tname: str, flavor: str, platforms: List[str], ctx: _Context) -> dict:
     options, stages = ctx.options, ctx.stages
-    check_repository(repository(stage, options.registry))
+    try:
+        check_repository(repository(stage, options.registry))
+    except ValueError as err:
+        via = " with --registry" if options.registry else ""
+        raise StageError(f"plugin '{stage.plugin}', stage '{stage.name}', field 'image'{via}: {err}") from None
 
     target: dict = {}
     if isinstance(stage.context, str):
@@ -347,6 +375,9 @@ def _target(stage: Stage, tname: str, flavor: str, platforms: List[str], ctx: _C
     key = ctx.cache_key(stage, flavor)
     args = stage.build_args()
     args["CACHE_SILO"] = key
+    # buildx passes an ambient SOURCE_DATE_EPOCH to every build as an arg unless the plan sets
+    # one, so the plan sets it: the same plan resolves the same under any environment.
+    args.setdefault("SOURCE_DATE_EPOCH", str(source_date_epoch(options.date)))
     target["args"] = args
 
     labels = {
@@ -374,6 +405,9 @@ def _target(stage: Stage, tname: str, flavor: str, platforms: List[str], ctx: _C
     target["cache-from"] = [f"type=registry,ref={ref}" for ref in dict.fromkeys(reads)]
     own = ctx.cache_ref(stage, flavor, options.cache_branch)
     target["cache-to"] = [f"type=registry,ref={own},mode=max,ignore-error=true"]
+    if options.secrets:
+        target["secret"] = [spec.to_bake() for spec in options.secrets]
 
     ctx.hooks.adjust_target(stage, tname, flavor, target)
+    check_target(stage, tname, target, options.not_secret)
     return target

@@ -12,11 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
-from bake.errors import BakePlanError
+from bake.errors import BakePlanError, RunError
 
 
 class EngineError(BakePlanError):
-    """The Docker engine or buildx cannot be reached or refused the request (exit 2)."""
+    """The Docker engine or the docker CLI cannot be reached, so nothing was started (exit 2)."""
+
+
+class RegistryError(RunError):
+    """A registry could not be reached or refused a request part-way through the work (exit 1)."""
 
 
 # buildx reports a failed target as "ERROR: target <name>: ..." (bake) or, with plain progress,
@@ -24,6 +28,24 @@ class EngineError(BakePlanError):
 _TARGET_ERROR = re.compile(r"^ERROR: target ([A-Za-z0-9_-]+):")
 _VERTEX = re.compile(r"^#(\d+) \[([A-Za-z0-9_-]+)[ \]]")
 _VERTEX_ERROR = re.compile(r"^#(\d+) ERROR:")
+# A Dockerfile step's label: target, optional platform, Dockerfile stage (absent for an unnamed
+# stage), step number: "#25 [tf-broken mealkit 1/2] RUN ...". BuildKit shows a step shared by
+# several targets once, labelled with one of them (a meal kit's step may carry its final's name),
+# so the stage is what tells which target the step is really in (sitrep.make_sitrep).
+_STEP_LABEL = re.compile(
+    r"^#(\d+) \[([A-Za-z0-9_-]+)(?: [a-z0-9]+/[a-z0-9]+(?:/[a-z0-9]+)?)?(?: ([^\s\]]+))? \d+/\d+\] (.*)")
+# Vertices whose errors do not fail a build: a registry cache that does not exist yet.
+_HARMLESS = (" importing cache manifest from ",)
+# A target's export ("#14 [mx-root] exporting to image"; pushing is part of it) and the digest it
+# made: pushed, else the manifest list, else the manifest. buildx writes --metadata-file only when
+# the whole bake succeeds, so this is how a failed run still tells which targets were finished.
+_EXPORT = re.compile(r"^#(\d+) \[([A-Za-z0-9_-]+)\] exporting to (?:image|docker image format|oci image format)")
+_DONE = re.compile(r"^#(\d+) DONE\b")
+_DIGESTS = (
+    re.compile(r"^#(\d+) pushing manifest for \S+@(sha256:[0-9a-f]{64})"),
+    re.compile(r"^#(\d+) exporting manifest list (sha256:[0-9a-f]{64})"),
+    re.compile(r"^#(\d+) exporting manifest (sha256:[0-9a-f]{64})"),
+)
 # A Dockerfile instruction: "#8 [jax-mealkit linux/arm64 mealkit 2/5] RUN ...".
 _STEP = re.compile(r"^#(\d+) \[([A-Za-z0-9_-]+)(?: [a-z0-9]+/[a-z0-9]+(?:/[a-z0-9]+)?)? [^\]]* \d+/\d+\] ")
 # A step whose result comes from a cache: "#8 CACHED", or its layer fetched from a registry
@@ -43,6 +65,7 @@ class StepCounter:
         self.cached: set = set()
 
     def feed(self, line: str) -> None:
+        """Take one line of progress (without its newline)."""
         match = _STEP.match(line)
         if match:
             self.target.setdefault(match.group(1), match.group(2))
@@ -60,6 +83,58 @@ class StepCounter:
         return out
 
 
+class Progress:
+    """Reads buildx's plain progress line by line: which targets and Dockerfile steps failed, the
+    last error line, and the step counts (:class:`StepCounter`)."""
+
+    def __init__(self):
+        self.failed: List[str] = []
+        self.failed_steps: List[tuple] = []
+        self.exported: Dict[str, Optional[str]] = {}
+        self.last_error = ""
+        self.steps = StepCounter()
+        self._target: Dict[str, str] = {}
+        self._step: Dict[str, tuple] = {}
+        self._harmless: set = set()
+        self._export: Dict[str, str] = {}
+        self._digest: Dict[str, tuple] = {}
+
+    def feed(self, line: str) -> None:
+        """Take one line of progress."""
+        text = line.rstrip("\n")
+        self.steps.feed(text)
+        match = _VERTEX.match(text)
+        if match:
+            self._target.setdefault(match.group(1), match.group(2))
+            if any(h in text for h in _HARMLESS):
+                self._harmless.add(match.group(1))
+        match = _STEP_LABEL.match(text)
+        if match:
+            self._step.setdefault(match.group(1), (match.group(2), match.group(3), match.group(4)))
+        match = _VERTEX_ERROR.match(text)
+        if match and match.group(1) not in self._harmless:
+            if match.group(1) in self._step:
+                self.failed_steps.append(self._step[match.group(1)])
+            elif match.group(1) in self._target:
+                self.failed.append(self._target[match.group(1)])
+        match = _EXPORT.match(text)
+        if match:
+            self._export.setdefault(match.group(1), match.group(2))
+        for rank, pattern in enumerate(_DIGESTS):
+            match = pattern.match(text)
+            if match and rank <= self._digest.get(match.group(1), (len(_DIGESTS),))[0]:
+                self._digest[match.group(1)] = (rank, match.group(2))
+        match = _DONE.match(text)
+        if match and match.group(1) in self._export:
+            vertex = match.group(1)
+            self.exported[self._export[vertex]] = self._digest.get(vertex, (None, None))[1]
+        match = _TARGET_ERROR.match(text)
+        if match:
+            self.failed.append(match.group(1))
+        if text.startswith("ERROR:") or " ERROR: " in text:
+            self.last_error = text
+
+
 @dataclass
 class BakeRun:
     """What one ``docker buildx bake`` did.
@@ -70,10 +145,16 @@ class BakeRun:
         ``image.name``, ``buildx.build.ref``.
     :param error: the last error line buildx printed, if any.
     :param steps: per target, Dockerfile steps ``{"cached": n, "run": m}`` (:class:`StepCounter`).
+    :param failed_steps: ``(target label, Dockerfile stage or None, instruction)`` of every
+        Dockerfile step that failed, as BuildKit labelled it.
+    :param exported: targets whose export (and push) finished, with the digest made, as the
+        progress showed them: what a run that failed part-way still finished.
     """
 
     returncode: int
     failed: List[str] = field(default_factory=list)
+    failed_steps: List[tuple] = field(default_factory=list)
+    exported: Dict[str, Optional[str]] = field(default_factory=dict)
     metadata: Dict[str, dict] = field(default_factory=dict)
     error: str = ""
     steps: Dict[str, Dict[str, int]] = field(default_factory=dict)
@@ -100,10 +181,7 @@ def bake(
     except ImportError as err:  # pragma: no cover - a dependency of the distribution
         raise EngineError(f"python-on-whales is not installed: {err}") from None
 
-    failed: List[str] = []
-    steps = StepCounter()
-    vertex_target: Dict[str, str] = {}
-    last_error = ""
+    progress = Progress()
     returncode = 0
     try:
         lines = docker.buildx.bake(
@@ -116,24 +194,12 @@ def bake(
         )
         for line in lines:
             echo(line)
-            text = line.rstrip("\n")
-            steps.feed(text)
-            match = _VERTEX.match(text)
-            if match:
-                vertex_target.setdefault(match.group(1), match.group(2))
-            match = _VERTEX_ERROR.match(text)
-            if match and match.group(1) in vertex_target:
-                failed.append(vertex_target[match.group(1)])
-            match = _TARGET_ERROR.match(text)
-            if match:
-                failed.append(match.group(1))
-            if text.startswith("ERROR:") or " ERROR: " in text:
-                last_error = text
+            progress.feed(line)
     except DockerException as err:
         returncode = err.return_code or 1
         stderr = (err.stderr or "").strip()
-        if not last_error and stderr:
-            last_error = stderr.splitlines()[-1]
+        if not progress.last_error and stderr:
+            progress.last_error = stderr.splitlines()[-1]
     except FileNotFoundError as err:
         raise EngineError(f"the docker CLI was not found: {err}") from None
 
@@ -143,8 +209,9 @@ def bake(
             metadata = json.loads(metadata_file.read_text() or "{}")
         except ValueError:
             metadata = {}
-    return BakeRun(returncode=returncode, failed=list(dict.fromkeys(failed)), metadata=metadata, error=last_error,
-                   steps=steps.counts())
+    return BakeRun(returncode=returncode, failed=list(dict.fromkeys(progress.failed)), metadata=metadata,
+                   error=progress.last_error, steps=progress.steps.counts(),
+                   failed_steps=list(dict.fromkeys(progress.failed_steps)), exported=dict(progress.exported))
 
 
 def build_record(ref: str) -> Optional[dict]:
@@ -175,28 +242,43 @@ def engine_reachable() -> bool:
         return False
 
 
+def _last_line(err) -> str:
+    lines = (getattr(err, "stderr", None) or str(err)).strip().splitlines()
+    return lines[-1].removeprefix("ERROR: ").strip() if lines else ""
+
+
 def image_exists(ref: str) -> bool:
-    """True when ``ref`` resolves in its registry (``docker buildx imagetools inspect``)."""
+    """True when ``ref`` resolves in its registry (``docker buildx imagetools inspect``).
+
+    :raises RegistryError: the registry did not answer (not the same as "not found").
+    :raises EngineError: the docker CLI is missing.
+    """
     from python_on_whales import DockerException, docker
 
     try:
         docker.buildx.imagetools.inspect(ref)
         return True
-    except DockerException:
-        return False
+    except DockerException as err:
+        last = _last_line(err)
+        if last.endswith("not found") or "manifest unknown" in last or "name unknown" in last.lower():
+            return False
+        raise RegistryError(f"cannot check {ref}: {last}") from None
+    except FileNotFoundError as err:
+        raise EngineError(f"the docker CLI was not found: {err}") from None
 
 
 def create_manifest(tag: str, sources: Sequence[str]) -> None:
     """``docker buildx imagetools create -t TAG SOURCES…``: a manifest list of the sources'
     platforms, pushed as ``tag``.
 
-    :raises EngineError: the registry refused it.
+    :raises RegistryError: the registry refused it or did not answer.
     """
     from python_on_whales import DockerException, docker
 
     try:
         docker.buildx.imagetools.create(sources=list(sources), tags=[tag])
     except DockerException as err:
-        last = (err.stderr or str(err)).strip().splitlines()[-1:] or [""]
-        raise EngineError(f"imagetools create {tag} failed: {last[0]}") from None
+        raise RegistryError(f"imagetools create {tag} failed: {_last_line(err)}") from None
+    except FileNotFoundError as err:
+        raise EngineError(f"the docker CLI was not found: {err}") from None
 

@@ -10,6 +10,9 @@ class BakePlanError(Exception):
 
     ``details`` are further lines the CLI prints under it, indented (empty for bad input, which is
     always one line).
+
+    Exit status 2 means the work did not start: bad input, or no engine to run on. Exit status 1
+    (:class:`RunError`) means it started and failed part-way: a build, a push, a publish.
     """
 
     exit_status = 2
@@ -69,3 +72,10 @@ def did_you_mean(name: str, known, n: int = 3) -> str:
     if not near:
         return ""
     return "; did you mean " + " or ".join(f"'{by_lower[x]}'" for x in near) + "?"
+
+
+class RunError(BakePlanError):
+    """The work started and failed: the registry refused a push or a manifest, the engine went
+    away (exit 1, like a failed build). Not the user's input: a rerun finishes the work."""
+
+    exit_status = 1

@@ -50,7 +50,10 @@ def bake_plan_adjust_target(stage: "Stage", name: str, flavor: str, target: dict
         ``dockerfile``, ``target``, ``contexts``, ``args``, ``labels``, ``tags``, ``platforms``,
         ``cache-from``, ``cache-to``; see the buildx bake file reference). Values are plain,
         unescaped strings: rendering escapes ``${``/``%{`` for bake.
-    :returns: ``None``; mutate ``target``.
+    :returns: ``None``; mutate ``target``. The result is checked like every target
+        (:mod:`bake.checks`): only strings, numbers, booleans, lists and string mappings, text in
+        Unicode NFC, and nothing that looks like a credential (build secrets go through bake's
+        ``secret`` attribute, set from ``--secret``), else the run stops naming the target.
     """
 
 

@@ -15,6 +15,13 @@ _IMAGE_NAME = re.compile(rf"{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*\Z")
 _HOST = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?))*(?::[0-9]+)?"
 _REGISTRY = re.compile(rf"{_HOST}(?:/{_PATH_COMPONENT})*\Z")
 _TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
+_TAG_CHAR = re.compile(r"[A-Za-z0-9_.-]")
+_MAX_TAG = 128
+_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+# A whole image reference: [host[:port]/]path[:tag][@digest] (distribution/reference).
+_REFERENCE = re.compile(
+    rf"(?:{_HOST}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?(?:@{_DIGEST})?\Z"
+)
 _TARGET_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _MAX_REPOSITORY = 255  # distribution: the whole "host/path" name
 
@@ -51,20 +58,55 @@ def check_registry(registry: str) -> str:
     return registry
 
 
+def _show(value: str, limit: int = 60) -> str:
+    """``repr`` of a value, cut to ``limit`` characters (an error line stays one readable line)."""
+    return repr(value) if len(value) <= limit else repr(value[:limit]) + "…"
+
+
 def check_tag(tag: str) -> str:
-    """A tag registries accept: ``[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}``."""
-    if not _TAG.match(tag):
-        raise ValueError(
-            f"tag {tag!r} is not valid: registries take up to 128 of A-Z a-z 0-9 _ . -, not starting with . or -"
-        )
-    return tag
+    """A tag registries accept: ``[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}``.
+
+    :raises ValueError: naming what is wrong: the length, the first character or the first
+        character registries refuse.
+    """
+    if not isinstance(tag, str):
+        raise ValueError(f"tag {tag!r} is {type(tag).__name__}, not a string")
+    if _TAG.match(tag):
+        return tag
+    rule = "registries take 1 to 128 of A-Z a-z 0-9 _ . -, not starting with . or -"
+    if not tag:
+        raise ValueError(f"a tag is empty: {rule}")
+    if len(tag) > _MAX_TAG:
+        raise ValueError(f"tag {_show(tag)} is {len(tag)} characters long: {rule}")
+    bad = next((c for c in tag if not _TAG_CHAR.match(c)), None)
+    if bad is not None:
+        raise ValueError(f"tag {_show(tag)} contains {bad!r}: {rule}")
+    raise ValueError(f"tag {_show(tag)} starts with {tag[0]!r}: {rule}")
 
 
 def check_repository(repository: str) -> str:
     """A whole ``registry/image`` name; registries refuse names over 255 characters."""
     if len(repository) > _MAX_REPOSITORY:
-        raise ValueError(f"image reference {repository[:60]!r}… is longer than {_MAX_REPOSITORY} characters")
+        raise ValueError(
+            f"image name {_show(repository)} is {len(repository)} characters long; registries take at most "
+            f"{_MAX_REPOSITORY} (registry, namespace and image together)"
+        )
     return repository
+
+
+def check_reference(ref: str) -> str:
+    """A whole image reference as ``FROM`` and ``docker pull`` take it:
+    ``[host[:port]/]path[:tag][@digest]``, e.g. ``nvidia/cuda:12.2.0-devel-ubuntu22.04``."""
+    if not isinstance(ref, str) or not _REFERENCE.match(ref):
+        raise ValueError(
+            f"{_show(str(ref))} is not an image reference ([host[:port]/]path[:tag][@digest], "
+            "path in lower case)"
+        )
+    name = ref.split("@", 1)[0]
+    if ":" in name.rsplit("/", 1)[-1]:
+        name = name.rsplit(":", 1)[0]
+    check_repository(name)
+    return ref
 
 
 def check_platform(platform: str) -> str:

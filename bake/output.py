@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -14,9 +15,10 @@ def write_atomic(path: str, text: str, what: str = "the plan") -> None:
     """Write ``text`` (UTF-8) to ``path``, or to stdout when ``path`` is ``-``.
 
     A reader never sees a half-written file: the text goes to a temporary file beside ``path``
-    that replaces it in one ``os.replace``. A ``path`` that exists and is not a regular file
-    (``/dev/null``, a FIFO, a terminal) is written in place: replacing it would put a regular
-    file where the device was.
+    that replaces it in one ``os.replace``; on any error the old file is untouched and the
+    temporary file is removed. A symlink is followed (the file it points to is replaced, the link
+    stays). An existing path that is not a regular file (a FIFO, ``/dev/null``, ``/dev/stdout``) is
+    written to directly: renaming over it would replace the device or pipe itself.
 
     :raises OutputError: the directory is missing or not writable, or ``path`` is a directory.
     """
@@ -27,13 +29,20 @@ def write_atomic(path: str, text: str, what: str = "the plan") -> None:
     target = Path(path)
     if target.is_dir():
         raise OutputError(f"cannot write {what} to {path}: it is a directory")
-    if target.exists() and not target.is_file():
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
         try:
             with open(path, "w", encoding="utf-8", newline="\n") as handle:
                 handle.write(text)
         except OSError as err:
             raise OutputError(f"cannot write {what} to {path}: {err.strerror or err}") from None
         return
+    if target.is_symlink():
+        target = Path(os.path.realpath(path))
+        path = str(target)
     directory = target.parent if str(target.parent) else Path(".")
     tmp_name = None
     try:

@@ -6,15 +6,24 @@ tests can make their own (pluggy's eggsample layout).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import difflib
+import re
 from importlib import metadata
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import pluggy
 
 from bake import PROJECT, hookspecs
 from bake.errors import PluginError, StageError
-from bake.stage import Stage, validate
+from bake.stage import Source, Stage, validate
+
+# A dataclass constructor called with a field it does not have, or without a required one
+# (Python 3.10+ names the class: "Stage.__init__() got an unexpected keyword argument 'imagee'").
+_UNEXPECTED_FIELD = re.compile(r"(?:\b(\w+)\.)?__init__\(\) got an unexpected keyword argument '(\w+)'")
+_MISSING_FIELD = re.compile(r"(?:\b(\w+)\.)?__init__\(\) missing \d+ required positional arguments?: (.+)")
+_MODEL = {"Stage": Stage, "Source": Source}
 
 
 CORE_PLUGINS = ("default-policies",)
@@ -109,9 +118,11 @@ class Hooks:
         stages: Dict[str, Stage] = {}
         # Called one implementation at a time so every stage (and every failure) names its plugin.
         for impl in reversed(self.pm.hook.bake_plan_stages.get_hookimpls()):
-            plugin = impl.plugin_name
+            plugin = plugin_label(impl)
             try:
                 returned = impl.function()
+            except TypeError as err:
+                raise PluginError(_constructor_error(plugin, err)) from None
             except Exception as err:
                 raise PluginError(f"plugin '{plugin}' raised {type(err).__name__} in bake_plan_stages: {err}") from None
             if returned is None:
@@ -130,32 +141,105 @@ class Hooks:
                 stages[stage.name] = stage
         return stages
 
-    def _call(self, hook: str, **kwargs):
-        try:
-            return getattr(self.pm.hook, hook)(**kwargs)
-        except Exception as err:
-            stage = kwargs.get("stage")
-            where = f" for stage '{stage.name}'" if stage is not None else ""
-            raise PluginError(f"a plugin raised {type(err).__name__} in {hook}{where}: {err}") from None
+    def _call(self, hook: str, firstresult: bool = False, **kwargs) -> Tuple[object, Optional[str]]:
+        """Call a hook's implementations in pluggy's order, one at a time, so a failure names its
+        plugin. Returns ``(answer, plugin name)``: for a ``firstresult`` hook the first answer that
+        is not ``None``, else the list of answers. With a hook wrapper registered, the hook is
+        called through pluggy as a whole and the plugin name is ``None``."""
+        stage = kwargs.get("stage")
+        where = f" for stage '{stage.name}'" if stage is not None else ""
+        caller = getattr(self.pm.hook, hook)
+        impls = caller.get_hookimpls()
+        if any(impl.hookwrapper or impl.wrapper for impl in impls):
+            try:
+                return caller(**kwargs), None
+            except Exception as err:
+                raise PluginError(f"a plugin raised {type(err).__name__} in {hook}{where}: {err}") from None
+        answers = []
+        for impl in reversed(impls):
+            try:
+                answer = impl.function(*[kwargs[name] for name in impl.argnames])
+            except Exception as err:
+                raise PluginError(
+                    f"plugin '{plugin_label(impl)}' raised {type(err).__name__} in {hook}{where}: {err}"
+                ) from None
+            if answer is None:
+                continue
+            if firstresult:
+                return answer, plugin_label(impl)
+            answers.append(answer)
+        return (None if firstresult else answers), None
 
     def tags(self, stage: Stage, flavor: str, date: datetime.date) -> List[str]:
-        return self._expect_strs("bake_plan_tags", stage, self._call("bake_plan_tags", stage=stage, flavor=flavor, date=date))
+        """The tag policy's answer for one target. :raises PluginError: it raised or is not a list of strings."""
+        return self.tags_by(stage, flavor, date)[0]
+
+    def tags_by(self, stage: Stage, flavor: str, date: datetime.date) -> Tuple[List[str], Optional[str]]:
+        """:meth:`tags` and the name of the plugin that answered (``None`` when unknown)."""
+        answer, plugin = self._call("bake_plan_tags", firstresult=True, stage=stage, flavor=flavor, date=date)
+        return self._expect_strs("bake_plan_tags", stage, answer, plugin), plugin
 
     def cache_key(self, stage: Stage, flavor: str) -> str:
-        key = self._call("bake_plan_cache_key", stage=stage, flavor=flavor)
+        """The cache-key policy's answer for one target. :raises PluginError: it raised or is not a string."""
+        return self.cache_key_by(stage, flavor)[0]
+
+    def cache_key_by(self, stage: Stage, flavor: str) -> Tuple[str, Optional[str]]:
+        """:meth:`cache_key` and the name of the plugin that answered (``None`` when unknown)."""
+        key, plugin = self._call("bake_plan_cache_key", firstresult=True, stage=stage, flavor=flavor)
         if not isinstance(key, str) or not key:
-            raise PluginError(f"bake_plan_cache_key for stage '{stage.name}' returned {key!r}, expected a string")
-        return key
+            raise PluginError(f"{_by(plugin)}bake_plan_cache_key for stage '{stage.name}' returned {key!r:.60}, "
+                              "expected a non-empty string")
+        return key, plugin
 
     def platforms(self, stage: Stage, requested: Sequence[str]) -> List[str]:
-        answer = self._call("bake_plan_platforms", stage=stage, requested=tuple(requested))
-        return self._expect_strs("bake_plan_platforms", stage, answer)
+        """The platform policy's answer for one stage. :raises PluginError: it raised or is not a list of strings."""
+        answer, plugin = self._call("bake_plan_platforms", firstresult=True, stage=stage, requested=tuple(requested))
+        return self._expect_strs("bake_plan_platforms", stage, answer, plugin)
 
     def adjust_target(self, stage: Stage, name: str, flavor: str, target: dict) -> None:
+        """Let every plugin adjust one target in place. :raises PluginError: a plugin raised."""
         self._call("bake_plan_adjust_target", stage=stage, name=name, flavor=flavor, target=target)
 
     @staticmethod
-    def _expect_strs(hook: str, stage: Stage, value) -> List[str]:
+    def _expect_strs(hook: str, stage: Stage, value, plugin: Optional[str] = None) -> List[str]:
         if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-            raise PluginError(f"{hook} for stage '{stage.name}' returned {value!r:.60}, expected a list of strings")
+            raise PluginError(f"{_by(plugin)}{hook} for stage '{stage.name}' returned {value!r:.60}, "
+                              "expected a list of strings")
         return list(value)
+
+
+def plugin_label(impl) -> str:
+    """How error lines name the plugin of a hook implementation: its registered name (the entry
+    point's name), or for a plugin registered without one (pluggy names it by ``id()``) its
+    module's or class's name."""
+    name = impl.plugin_name
+    if name.isdigit():
+        plugin = impl.plugin
+        name = getattr(plugin, "__name__", None) or type(plugin).__name__
+    return name
+
+
+def _by(plugin: Optional[str]) -> str:
+    return f"plugin '{plugin}': " if plugin else ""
+
+
+def _constructor_error(plugin: str, err: TypeError) -> str:
+    """The line for a ``TypeError`` raised in ``bake_plan_stages``: for a ``Stage``/``Source``
+    built with a field it does not have (or without one it needs), say which, with the nearest
+    field name."""
+    text = str(err)
+    generic = f"plugin '{plugin}' raised TypeError in bake_plan_stages: {text}"
+    match = _UNEXPECTED_FIELD.search(text)
+    if match and match.group(1) in (None, *_MODEL):
+        cls, name = match.group(1), match.group(2)
+        models = [_MODEL[cls]] if cls else list(_MODEL.values())
+        fields = sorted({f.name for m in models for f in dataclasses.fields(m)} - {"plugin"})
+        if cls is None and name in fields:
+            return generic
+        near = difflib.get_close_matches(name, fields, n=1)
+        hint = f" (did you mean '{near[0]}'?)" if near else f" (its fields: {', '.join(fields)})"
+        return f"plugin '{plugin}': {cls or 'Stage'}() has no field '{name}'{hint}"
+    match = _MISSING_FIELD.search(text)
+    if match and match.group(1) in _MODEL:
+        return f"plugin '{plugin}': {match.group(1)}() needs the field(s) {match.group(2)}"
+    return generic

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List
 
 from bake.compose import Composition
+from bake.errors import BakePlanError, RunError
 from bake.naming import arch_of
 
 
@@ -45,15 +46,39 @@ def missing_sources(wanted: List[Manifest], exists: Callable[[str], bool]) -> Li
     return [ref for ref, ok in seen.items() if not ok]
 
 
-def publish(wanted: List[Manifest], exists: Callable[[str], bool], create: Callable[[str, List[str]], None]) -> List[str]:
-    """Check every source exists, then create every manifest list. All or nothing: when any
+class PublishIncomplete(RunError):
+    """Creating a manifest list failed after the check passed (the registry went away or refused
+    it): ``created`` were published before ``failed``. Exit status 1; a rerun finishes the work."""
+
+    def __init__(self, created: List[Manifest], failed: Manifest, total: int, reason: str):
+        self.created, self.failed, self.total, self.reason = created, failed, total, reason
+        super().__init__(
+            f"publishing stopped at {failed.tag}: {reason}; {len(created)} of {total} tags were published before it; "
+            "rerun the same `bake-plan publish` to finish (every tag is made again from the per-arch images, "
+            "so none is duplicated or lost)"
+        )
+
+
+def publish(wanted: List[Manifest], exists: Callable[[str], bool], create: Callable[[str, List[str]], None],
+            on_created: Callable[[Manifest], None] = lambda manifest: None) -> List[str]:
+    """Check every source exists, then create every manifest list, in plan order. When any
     per-arch image is missing, nothing is created.
 
+    :param on_created: called after each manifest list is created (the CLI prints it at once, so
+        an interrupted run shows what it did).
     :returns: the per-arch images that are missing (then nothing was created), or ``[]``.
+    :raises PublishIncomplete: ``create`` failed part-way; it lists what was created before.
+    :raises bake.errors.RunError: the registry could not be asked whether a source exists.
     """
     missing = missing_sources(wanted, exists)
     if missing:
         return missing
+    created: List[Manifest] = []
     for manifest in wanted:
-        create(manifest.tag, manifest.sources)  # idempotent: a rerun writes the same list again
+        try:
+            create(manifest.tag, manifest.sources)  # idempotent: a rerun writes the same list again
+        except BakePlanError as err:
+            raise PublishIncomplete(created, manifest, len(wanted), str(err)) from None
+        created.append(manifest)
+        on_created(manifest)
     return []

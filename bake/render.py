@@ -2,8 +2,14 @@
 
 Both forms resolve under ``docker buildx bake --print`` to exactly the in-memory plan. bake
 interpolates ``${`` and ``%{`` in every string of HCL *and* JSON files (buildx docs, "Bake file
-reference"), so literals are written ``$${`` and ``%%{`` in both; HCL strings also need quotes,
-backslashes and control characters escaped.
+reference"), object keys included, so literals are written ``$${`` and ``%%{`` in both; HCL
+strings also need quotes, backslashes and control characters escaped.
+
+bake reads each JSON string as a bare template, where two things do not survive: a raw carriage
+return right before ``$${``/``%%{`` stops the escape from being read, and a leading U+FEFF is
+dropped. A JSON string holding a carriage return or starting with U+FEFF is therefore written as
+one interpolation of an HCL quoted string, ``${"…"}``, escaped as in the HCL form (found by the
+property test in ``tests/test_escaping_property.py``).
 """
 
 from __future__ import annotations
@@ -21,14 +27,22 @@ def escape_interpolation(value: str) -> str:
     return value.replace("${", "$${").replace("%{", "%%{")
 
 
+def json_template(value: str) -> str:
+    """A JSON string's content whose value, read by bake, is exactly ``value``."""
+    if "\r" in value or value.startswith("\ufeff"):
+        return "${" + hcl_string(value) + "}"
+    return escape_interpolation(value)
+
+
 def _escape_tree(node):
     if isinstance(node, str):
-        return escape_interpolation(node)
+        return json_template(node)
     if isinstance(node, list):
         return [_escape_tree(v) for v in node]
     if isinstance(node, dict):
-        # Keys are names (targets, args, labels); bake does not interpolate them.
-        return {k: _escape_tree(v) for k, v in node.items()}
+        # Keys are interpolated too: a JSON object's property names are templates to bake (HCL's
+        # JSON syntax), so a label key "${TAG}" would be an unknown variable.
+        return {json_template(k): _escape_tree(v) for k, v in node.items()}
     return node
 
 

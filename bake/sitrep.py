@@ -1,7 +1,7 @@
 """The situation report ("sitrep") of a build, in JAX-Toolbox's shape.
 
-Three files: ``sitrep.json`` (``summary``, ``badge_label``, ``outcome``, per target: outcome,
-tags, digest, duration in seconds, steps cached and run), a shields.io endpoint badge
+Three files: ``sitrep.json`` (``summary``, ``badge_label``, ``outcome``, ``error``, per target:
+outcome, tags, digest, duration in seconds, steps cached and run), a shields.io endpoint badge
 (https://shields.io/badges/endpoint-badge: ``schemaVersion``, ``label``, ``message``, ``color``)
 and a Markdown summary fit for ``$GITHUB_STEP_SUMMARY``.
 """
@@ -9,9 +9,82 @@ and a Markdown summary fit for ``$GITHUB_STEP_SUMMARY``.
 from __future__ import annotations
 
 import json
-from typing import Callable, Dict, List, Optional, Sequence
+import re
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Set
+
+from bake.secrets import redact
 
 PASS, FAIL, NOT_BUILT = "pass", "fail", "not built"
+
+
+def _builds_on(target: dict) -> List[str]:
+    """The targets a target builds on or copies from (its ``target:`` named contexts)."""
+    return [v[len("target:"):] for v in target.get("contexts", {}).values() if v.startswith("target:")]
+
+
+def step_owner(plan: dict, label: str, stage: Optional[str], instruction: str = "") -> str:
+    """The target a failing Dockerfile step belongs to.
+
+    BuildKit labels a step shared by several targets with one of them: ``[tf-broken mealkit 1/2]``
+    may be the meal kit's own step shown under its final, or a step of the parent's meal kit the
+    final builds on. The candidates are the labelled target and what it builds on (breadth first)
+    whose Dockerfile ``target`` is the step's stage; the first whose Dockerfile holds the
+    instruction wins (``${…}`` matches anything: BuildKit shows args expanded), else the first
+    candidate, else the labelled target.
+    """
+    targets = plan["target"]
+    queue, seen, candidates = [label], set(), []
+    while queue and stage:
+        name = queue.pop(0)
+        if name in seen or name not in targets:
+            continue
+        seen.add(name)
+        if targets[name].get("target") == stage:
+            candidates.append(name)
+        queue.extend(_builds_on(targets[name]))
+    if len(candidates) > 1 and instruction:
+        text = " ".join(instruction.split())
+        holding = [c for c in candidates if any(p.match(text) for p in _instructions(targets[c]))]
+        candidates = holding or candidates
+    return candidates[0] if candidates else label
+
+
+def _instructions(target: dict) -> List["re.Pattern[str]"]:
+    """Patterns of a target's Dockerfile instructions (continuation lines joined, ``${…}`` and
+    ``$NAME`` as wildcards); empty when the Dockerfile cannot be read."""
+    text = target.get("dockerfile-inline")
+    if text is None:
+        context = target.get("context", "")
+        try:
+            text = (Path(context) / target.get("dockerfile", "Dockerfile")).read_text(encoding="utf-8", errors="replace")
+        except (OSError, ValueError):
+            return []
+    joined = re.sub(r"\\[ \t]*\r?\n", " ", text)
+    out = []
+    for line in joined.splitlines():
+        line = " ".join(line.split())
+        if not line or line.startswith("#"):
+            continue
+        parts = _ARG_REF.split(line)
+        out.append(re.compile(".*?".join(re.escape(p) for p in parts) + r"\Z", re.IGNORECASE | re.DOTALL))
+    return out
+
+
+_ARG_REF = re.compile(r"\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _dependents(plan: dict, failed: Set[str]) -> Set[str]:
+    """``failed`` and every target that builds on one of them, directly or not."""
+    out = set(failed)
+    changed = True
+    while changed:
+        changed = False
+        for name, target in plan["target"].items():
+            if name not in out and any(dep in out for dep in _builds_on(target)):
+                out.add(name)
+                changed = True
+    return out
 
 
 def make_sitrep(
@@ -23,6 +96,8 @@ def make_sitrep(
     record: Callable[[str], Optional[dict]],
     error: str = "",
     steps: Optional[Dict[str, Dict[str, int]]] = None,
+    failed_steps: Sequence[tuple] = (),
+    exported: Optional[Dict[str, Optional[str]]] = None,
 ) -> dict:
     """Build the sitrep of one bake run.
 
@@ -32,24 +107,28 @@ def make_sitrep(
     :param metadata: the ``--metadata-file`` content, by target.
     :param record: ``buildx.build.ref`` → BuildKit's build record (``Duration`` in ns) or ``None``.
     :param steps: per target, Dockerfile steps ``{"cached": n, "run": m}`` read from the progress.
+    :param failed_steps: ``(label, Dockerfile stage, instruction)`` of each failing step
+        (:func:`step_owner`).
+    :param exported: target → digest of the targets the progress showed exported (and pushed):
+        buildx writes no metadata when the bake fails, so these still ``pass`` in a failed run.
     :returns: the ``sitrep.json`` content; ``outcome`` is ``fail`` when buildx failed or any
-        target did not build.
+        target did not build. A target ``fail``s when it, or a target it builds on, failed; a
+        target buildx cancelled because another one failed is ``not built``. ``error`` is
+        buildx's last error line (credentials redacted) or ``None``.
     """
-    failed = set(failed)
-    # BuildKit names a step shared by a final and its meal kit after either target, so a meal
-    # kit's failing step may be reported under the final: a meal kit that did not build under a
-    # failed final is where it failed.
-    for name in list(failed):
-        mealkit = plan["target"].get(name, {}).get("contexts", {}).get("mealkit", "")
-        if mealkit.startswith("target:") and mealkit[len("target:"):] not in metadata:
-            failed.add(mealkit[len("target:"):])
+    culprits = {n for n in failed if n in plan["target"]}
+    culprits |= {step_owner(plan, *step) for step in failed_steps if step[0] in plan["target"]}
+    broken = _dependents(plan, culprits)
     targets: Dict[str, dict] = {}
+    exported = exported or {}
     built = plan.get("group", {}).get("default", {}).get("targets") or list(plan["target"])
     for name in built:  # the default group: not targets only inherited from (docker/metadata-action)
         target = plan["target"][name]
         meta = metadata.get(name, {})
+        if not meta and name in exported:
+            meta = {"containerimage.digest": exported[name]}
         entry = {
-            "outcome": PASS if meta else (FAIL if name in failed else NOT_BUILT),
+            "outcome": PASS if meta else (FAIL if name in broken else NOT_BUILT),
             "tags": list(target.get("tags", [])),
             "digest": meta.get("containerimage.digest"),
             "duration_s": None,
@@ -71,13 +150,15 @@ def make_sitrep(
                 entry["outcome"] = FAIL
     failing = [n for n, t in targets.items() if t["outcome"] == FAIL]
     outcome = PASS if returncode == 0 and all(t["outcome"] == PASS for t in targets.values()) else FAIL
+    error = redact(error.strip()) if error and error.strip() else None
     if outcome == PASS:
         summary = f"{label}: all {len(targets)} targets built"
     else:
         summary = f"{label}: failed: {', '.join(failing) or 'the build'}"
         if error:
-            summary += f" ({error.strip()[:200]})"
-    return {"summary": summary, "badge_label": label, "outcome": outcome, "targets": targets}
+            summary += f" ({error[:200]})"
+    return {"summary": summary, "badge_label": label, "outcome": outcome,
+            "error": error if outcome == FAIL else None, "targets": targets}
 
 
 def badge(sitrep: dict) -> dict:
@@ -107,4 +188,5 @@ def _num(value) -> str:
 
 
 def to_json(data: dict) -> str:
+    """A report as written: UTF-8 JSON, two-space indent, newline at the end."""
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"

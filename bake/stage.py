@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Mapping, Optional, Tuple, Union
 
 from bake.errors import StageError
-from bake.naming import check_image_name, check_platform, check_registry, check_tag
+from bake.naming import check_image_name, check_platform, check_reference, check_registry, check_tag
 from bake.requirements import unpinned_vcs
 from bake.variants import check as check_variants
 
@@ -53,10 +53,12 @@ class Source:
 
     @property
     def urlref(self) -> str:
+        """``<url>#<ref>``, the ``URLREF_<name>`` arg."""
         return f"{self.url}#{self.ref}"
 
     @property
     def src_path(self) -> str:
+        """Where the source lands in the image, the ``SRC_PATH_<name>`` arg."""
         return self.path or "/opt/" + self.name.lower().replace("_", "-")
 
 
@@ -74,7 +76,9 @@ class Stage:
     :param base_image: the external image a root stage starts from, passed as ``base_image_arg``.
     :param kind: ``"mealkit"`` (targets ``<name>-mealkit`` and ``<name>``) or ``"single"``.
     :param target: the Dockerfile stage a ``single`` stage builds (``None``: the last one).
-    :param args: build args (name → value); values are plain strings, never secrets.
+    :param args: build args (name → value); values are plain strings, never secrets: a name or
+        value that looks like a credential is refused (:mod:`bake.secrets`); secrets reach builds
+        through ``--secret`` and ``RUN --mount=type=secret``.
     :param platforms: platforms the stage supports, ``os/arch[/variant]``.
     :param sources: :class:`Source` list, passed as ``URLREF_*``/``SRC_PATH_*`` args.
     :param requirements: pip requirement lines the stage contributes to
@@ -179,6 +183,12 @@ def validate(stage: object, plugin: str) -> Stage:
             check_image_name(stage.image)
         except ValueError as err:
             raise fail("image", str(err)) from None
+    # A stage with variants has {axis} placeholders here: bake.variants checks each filled-in one.
+    if stage.base_image is not None and not stage.variants:
+        try:
+            check_reference(stage.base_image)
+        except ValueError as err:
+            raise fail("base_image", str(err)) from None
     if stage.variant is not None:
         try:
             check_tag(stage.variant)

@@ -208,12 +208,20 @@ def _concrete(stage, m: _Matrix, values: Dict[str, str], matrix, dependencies):
     inherited_args = {m.args[a]: values[a] for a in m.axes if a not in m.own}
     own_args = {m.args[a]: values[a] for a in m.own}
     name = m.name_of(stage.name, values)
+    base_image = fill(stage.base_image, values)
+    if base_image is not None:
+        from bake.naming import check_reference
+
+        try:
+            check_reference(base_image)
+        except ValueError as err:
+            raise StageError(f"plugin '{stage.plugin}', stage '{name}', field 'base_image': {err}") from None
     return dataclasses.replace(
         stage,
         name=name,
         parent=dep_name(stage.parent) if stage.parent else None,
         uses={ctx: dep_name(used) for ctx, used in stage.uses.items()},
-        base_image=fill(stage.base_image, values),
+        base_image=base_image,
         args={**inherited_args, **{k: fill(v, values) for k, v in stage.args.items()}, **own_args},
         variant=variant,
         variants={a: (values[a],) for a in m.axes},

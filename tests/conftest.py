@@ -93,6 +93,10 @@ def _unescape(value: str) -> str:
     return value.replace("$${", "${").replace("%%{", "%{")
 
 
+# Lists of "k=v,k=v" entries that buildx 0.19+ prints as objects.
+_ENTRY_LISTS = ("cache-from", "cache-to", "secret")
+
+
 def _cache_entry(entry):
     if isinstance(entry, dict):
         return dict(sorted(entry.items()))
@@ -108,7 +112,7 @@ def normalise(printed: dict, version: tuple) -> dict:
                     target[key] = _unescape(target[key])
                 elif isinstance(target.get(key), dict):
                     target[key] = {k: _unescape(v) if isinstance(v, str) else v for k, v in target[key].items()}
-        for key in ("cache-from", "cache-to"):
+        for key in _ENTRY_LISTS:
             if key in target:
                 target[key] = [_cache_entry(e) for e in target[key]]
     return printed
@@ -117,7 +121,7 @@ def normalise(printed: dict, version: tuple) -> dict:
 def expected_target(target: dict) -> dict:
     """A plan target in the form :func:`normalise` gives buildx's output."""
     out = dict(target)
-    for key in ("cache-from", "cache-to"):
+    for key in _ENTRY_LISTS:
         if key in out:
             out[key] = [_cache_entry(e) for e in out[key]]
     return out
@@ -251,3 +255,39 @@ def hermetic_pip_env(env=None) -> dict:
     out = {k: v for k, v in (os.environ if env is None else env).items() if not k.startswith("PIP_")}
     out["PIP_CONFIG_FILE"] = os.devnull
     return out
+
+
+def _need_private_engine():
+    from private_engine import can_run_private_engine
+
+    why = can_run_private_engine()
+    if why:
+        _missing(f"a private engine ({why})")
+
+
+@pytest.fixture
+def private_registry(engine, tmp_path_factory):
+    """A registry of the test's own on a free port (``tests/private_engine.py``), started; the
+    test may stop and start it. The shared registry is never touched."""
+    from private_engine import PrivateRegistry
+
+    _need_private_engine()
+    reg = PrivateRegistry(tmp_path_factory.mktemp("registry"))
+    reg.start()
+    yield reg
+    reg.stop()
+
+
+@pytest.fixture(scope="module")
+def private_engine(engine):
+    """A dockerd of the module's own (``tests/private_engine.py``): tests may kill it, wipe its
+    cache, and start it again without disturbing the shared engine others' tests use."""
+    from private_engine import PrivateEngine
+
+    _need_private_engine()
+    eng = PrivateEngine()
+    try:
+        eng.start()
+        yield eng
+    finally:
+        eng.remove()

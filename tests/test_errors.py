@@ -1,14 +1,27 @@
-"""Bad input: one line on stderr naming the culprit, exit status 2, no traceback, no file."""
+"""Bad input: one line on stderr naming the culprit, exit status 2, no traceback, no file.
+
+Every row of the catalogue in ``docs/errors.md`` is a test, here or in the module the row names;
+``test_the_catalogue_lists_every_error_test`` keeps the two in step.
+"""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
 import pytest
+
+from conftest import CI, ROOT
 
 STAGE_IMPORTS = "from bake import Stage, Source, hookimpl\nfrom bake.resources import stage_dir\n"
 
 
-def assert_one_line_error(proc, *needles, cwd=None):
-    assert proc.returncode == 2, proc.stderr
+def assert_one_line_error(proc, *needles, cwd=None, status=2):
+    assert proc.returncode == status, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("bake-plan: error: ")
@@ -19,9 +32,40 @@ def assert_one_line_error(proc, *needles, cwd=None):
         assert list(cwd.iterdir()) == [], "no file may be written on error"
 
 
+def plugin_with(make_plugin, body: str, name: str):
+    """A plugin whose ``bake_plan_stages`` builds ``fields`` (a stage ``odd`` on jax) changed by ``body``."""
+    return make_plugin(STAGE_IMPORTS + f"""
+@hookimpl
+def bake_plan_stages():
+    fields = dict(name="odd", image="odd", parent="jax", context=stage_dir("jax"))
+{body}
+    return [Stage(**fields)]
+""", name=name)
+
+
+# --- the command line -------------------------------------------------------------------------
+
+def test_no_target(cli, tmp_path):
+    assert_one_line_error(cli(cwd=tmp_path), "--target", cwd=tmp_path)
+
+
 def test_unknown_target_names_the_nearest(cli, tmp_path):
     proc = cli("--target", "upstream-paxx", cwd=tmp_path)
     assert_one_line_error(proc, "unknown target 'upstream-paxx'", "upstream-pax", cwd=tmp_path)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--format", "yaml"], "invalid choice: 'yaml'"),
+    (["--frobnicate"], "unrecognized arguments: --frobnicate"),
+    (["matrix", "--wave", "one"], "invalid int value: 'one'"),
+    (["unknown-command"], "unrecognized arguments"),
+], ids=["format", "unknown-option", "wave-not-a-number", "unknown-command"])
+def test_bad_option(cli, tmp_path, args, needle):
+    if args[0] == "matrix":
+        args = [args[0], "--target", "jax", *args[1:]]
+    else:
+        args = ["--target", "jax", *args] if args[0] != "unknown-command" else args + ["--target", "jax"]
+    assert_one_line_error(cli(*args, cwd=tmp_path), needle, cwd=tmp_path)
 
 
 @pytest.mark.parametrize("date", ["2026-13-01", "29-11-2026", "2026-02-30", "yesterday"])
@@ -29,20 +73,20 @@ def test_bad_date(cli, tmp_path, date):
     assert_one_line_error(cli("--target", "jax", "--date", date, cwd=tmp_path), "--date", date, cwd=tmp_path)
 
 
-def test_bad_source_date_epoch(cli, tmp_path):
-    import os
-    env = dict(os.environ, SOURCE_DATE_EPOCH="soon")
+@pytest.mark.parametrize("epoch", ["soon", "1e9", "99999999999999999999"])
+def test_bad_source_date_epoch(cli, tmp_path, epoch):
+    env = dict(os.environ, SOURCE_DATE_EPOCH=epoch)
     assert_one_line_error(cli("--target", "jax", cwd=tmp_path, env=env), "SOURCE_DATE_EPOCH", cwd=tmp_path)
 
 
 def test_source_date_epoch_sets_the_date(cli, tmp_path):
-    import os
     env = dict(os.environ, SOURCE_DATE_EPOCH="1700000000")  # 2023-11-14 in UTC
     out = cli("--target", "jax", "-o", "-", "--format", "json", cwd=tmp_path, env=env, check=True).stdout
     assert "nightly-2023-11-14" in out
 
 
-@pytest.mark.parametrize("platform", ["linux/sparc", "amd64", "windows/amd64", "linux/amd64,linux/mips"])
+@pytest.mark.parametrize("platform", ["linux/sparc", "amd64", "windows/amd64", "linux/amd64,linux/mips", "linux//amd64",
+                                      ""])
 def test_bad_platform(cli, tmp_path, platform):
     assert_one_line_error(cli("--target", "jax", "--platform", platform, cwd=tmp_path), "platform", cwd=tmp_path)
 
@@ -52,17 +96,59 @@ def test_unsupported_platform_for_a_stage(cli, tmp_path):
     assert_one_line_error(proc, "xla-ci", "linux/arm64", cwd=tmp_path)
 
 
-def test_bad_registry(cli, tmp_path):
-    assert_one_line_error(cli("--target", "jax", "--registry", "Bad Registry/", cwd=tmp_path), "--registry", cwd=tmp_path)
+@pytest.mark.parametrize("registry", ["Bad Registry/", "ghcr.io/NVIDIA", "https://ghcr.io/nvidia", "ghcr.io/nvidia/"])
+def test_bad_registry(cli, tmp_path, registry):
+    assert_one_line_error(cli("--target", "jax", "--registry", registry, cwd=tmp_path), "--registry", cwd=tmp_path)
 
 
-def test_no_target(cli, tmp_path):
-    assert_one_line_error(cli(cwd=tmp_path), "--target", cwd=tmp_path)
+def test_image_name_over_255_characters(cli, tmp_path):
+    registry = "registry.example.com/" + "/".join(["namespace"] * 25)
+    proc = cli("--target", "jax", "--registry", registry, cwd=tmp_path)
+    assert_one_line_error(proc, "stage 'base'", "with --registry", "characters long; registries take at most 255",
+                          cwd=tmp_path)
 
+
+@pytest.mark.parametrize("value, needle", [
+    ("python:3.11", "is not ORIGINAL=REPLACEMENT"),
+    ("python:3.11=", "'' is not an image reference"),
+    ("Python:3.11=localhost:5555/python", "'Python:3.11' is not an image reference"),
+    ("python:3.11=localhost:5555/py thon", "is not an image reference"),
+    ("python:3.11=localhost:5555/python:a:b", "is not an image reference"),
+], ids=["no-equals", "empty-replacement", "upper-case", "space", "two-tags"])
+def test_bad_base_image(cli, tmp_path, value, needle):
+    proc = cli("--target", "jax", "--base-image", value, cwd=tmp_path)
+    assert_one_line_error(proc, "--base-image", needle, cwd=tmp_path)
+
+
+@pytest.mark.parametrize("content, needle", [
+    (None, "No such file or directory"),
+    ("{not json", "Expecting property name"),
+    ('["a", "list"]', "neither a sitrep.json nor a buildx metadata file"),
+], ids=["missing", "not-json", "wrong-shape"])
+def test_bad_parent_report(cli, tmp_path, content, needle):
+    report = tmp_path.parent / f"{tmp_path.name}-report.json"
+    if content is not None:
+        report.write_text(content)
+    proc = cli("--target", "jax", "--from-registry", "--parent-report", str(report), cwd=tmp_path)
+    assert_one_line_error(proc, "--parent-report", needle, cwd=tmp_path)
+
+
+def test_from_registry_without_a_digest(cli, tmp_path):
+    proc = cli("--target", "jax", "--platform", "linux/amd64", "--from-registry", cwd=tmp_path)
+    assert_one_line_error(proc, "--from-registry: no digest for 'base-mealkit' (stage 'base')", "--parent-report",
+                          cwd=tmp_path)
+
+
+def test_build_to_stdout(cli, tmp_path):
+    assert_one_line_error(cli("build", "--target", "jax", "-o", "-", cwd=tmp_path), "-o - is for `bake-plan plan`",
+                          cwd=tmp_path)
+
+
+# --- where the plan and reports go ------------------------------------------------------------
 
 def test_unwritable_output(cli, tmp_path):
     proc = cli("--target", "jax", "-o", str(tmp_path / "missing-dir" / "plan.hcl"), cwd=tmp_path)
-    assert_one_line_error(proc, "cannot write the plan", "missing-dir")
+    assert_one_line_error(proc, "cannot write the plan", "missing-dir", "No such file or directory", cwd=tmp_path)
 
 
 def test_output_is_a_directory(cli, tmp_path):
@@ -70,23 +156,48 @@ def test_output_is_a_directory(cli, tmp_path):
     assert_one_line_error(cli("--target", "jax", "-o", "d", cwd=tmp_path), "is a directory")
 
 
-def test_output_to_a_device_or_fifo_writes_through_it(cli, tmp_path):
-    """``-o /dev/null`` must not replace the device with a file; a FIFO stands in for it here."""
-    import os
-    import stat
-    import threading
+def test_output_parent_is_a_file(cli, tmp_path):
+    (tmp_path / "f").write_text("a file\n")
+    assert_one_line_error(cli("--target", "jax", "-o", "f/plan.hcl", cwd=tmp_path), "f/plan.hcl", "Not a directory")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
 
-    fifo = tmp_path / "plan.fifo"
-    os.mkfifo(fifo)
-    got = []
-    reader = threading.Thread(target=lambda: got.append(fifo.read_text()), daemon=True)
-    reader.start()
-    proc = cli("--target", "jax", "--format", "json", "-o", str(fifo), cwd=tmp_path)
-    reader.join(timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
-    assert got and '"jax-mealkit"' in got[0]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.fifo"]
+
+@pytest.fixture
+def small_filesystem(tmp_path):
+    """A tmpfs of 8 kB mounted in ``tmp_path`` (root only), unmounted afterwards."""
+
+    def mount(*options):
+        mountpoint = tmp_path / "fs"
+        mountpoint.mkdir()
+        proc = subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join(("size=8k",) + options), "tmpfs",
+                               str(mountpoint)], capture_output=True, text=True)
+        if proc.returncode:
+            if CI:
+                pytest.fail(f"cannot mount a tmpfs under CI=true: {proc.stderr}")
+            pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+        mounted.append(mountpoint)
+        return mountpoint
+
+    mounted = []
+    yield mount
+    for mountpoint in mounted:
+        subprocess.run(["umount", str(mountpoint)], check=True)
+
+
+def test_output_on_a_full_disk_leaves_the_old_plan_whole(cli, tmp_path, small_filesystem):
+    """The plan (40 kB) does not fit: the old one stays as it was, no temporary file is left."""
+    fs = small_filesystem()
+    (fs / "docker-bake.hcl").write_text("old plan\n")
+    proc = cli("--target", "upstream-pax", "--target", "xla-ci", "-o", str(fs / "docker-bake.hcl"), cwd=tmp_path)
+    assert_one_line_error(proc, "cannot write the plan", "No space left on device")
+    assert [p.name for p in fs.iterdir()] == ["docker-bake.hcl"]
+    assert (fs / "docker-bake.hcl").read_text() == "old plan\n"
+
+
+def test_output_on_a_read_only_filesystem(cli, tmp_path, small_filesystem):
+    fs = small_filesystem("ro")
+    proc = cli("--target", "jax", "-o", str(fs / "docker-bake.hcl"), cwd=tmp_path)
+    assert_one_line_error(proc, "cannot write the plan", "Read-only file system")
 
 
 def test_existing_plan_kept_on_error(cli, tmp_path):
@@ -96,6 +207,233 @@ def test_existing_plan_kept_on_error(cli, tmp_path):
     assert proc.returncode == 2
     assert plan.read_text() == "old plan\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["docker-bake.hcl"]
+
+
+def test_output_through_a_symlink_replaces_the_file_it_points_to(cli, tmp_path):
+    (tmp_path / "plans").mkdir()
+    (tmp_path / "plans" / "real.hcl").write_text("old\n")
+    (tmp_path / "docker-bake.hcl").symlink_to("plans/real.hcl")
+    cli("--target", "jax", cwd=tmp_path, check=True)
+    assert (tmp_path / "docker-bake.hcl").is_symlink()
+    assert (tmp_path / "plans" / "real.hcl").read_text().startswith("# docker-bake.hcl: written by bake-plan")
+
+
+def test_output_to_a_pipe_is_written_through(cli, tmp_path):
+    """A FIFO (or /dev/stdout, /dev/null) is written to, not replaced by a regular file."""
+    fifo = tmp_path / "plan.fifo"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_text()))
+    reader.start()
+    proc = cli("--target", "jax", "--format", "json", "-o", str(fifo), cwd=tmp_path)
+    reader.join(timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert fifo.is_fifo() and received and received[0].startswith("{")
+
+
+def test_output_reader_leaving_early_is_quiet(tmp_path):
+    """``bake-plan -o - | head -1``: no traceback when the reader closes the pipe."""
+    exe = Path(sys.executable).parent / "bake-plan"
+    proc = subprocess.run(f"'{exe}' --target upstream-pax --target xla-ci --format json -o - | head -c 10",
+                          shell=True, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.stdout == '{\n  "group'
+    assert "Traceback" not in proc.stderr and "Error" not in proc.stderr
+
+
+def test_sitrep_dir_is_a_file(cli, tmp_path):
+    (tmp_path / "reports").write_text("a file\n")
+    proc = cli("build", "--target", "jax", "--sitrep-dir", "reports", cwd=tmp_path)
+    assert_one_line_error(proc, "cannot prepare reports", "File exists")
+
+
+# --- plugins ----------------------------------------------------------------------------------
+
+def test_plugin_that_fails_to_import(cli, make_plugin, tmp_path):
+    site = make_plugin("import not_a_module_anywhere\n", name="broken")
+    proc = cli("stages", cwd=tmp_path, pythonpath=[site])
+    assert_one_line_error(proc, "plugin 'broken'", "failed to load", "not_a_module_anywhere")
+
+
+def test_plugin_misspelling_a_hook(cli, make_plugin, tmp_path):
+    site = make_plugin("""
+from bake import hookimpl
+@hookimpl
+def bake_plan_stage():
+    return []
+""", name="typo")
+    proc = cli("--target", "jax", cwd=tmp_path, pythonpath=[site])
+    assert_one_line_error(proc, "plugin 'typo'", "bake_plan_stage", cwd=tmp_path)
+
+
+def test_plugin_that_raises(cli, make_plugin, tmp_path):
+    site = make_plugin("""
+from bake import hookimpl
+@hookimpl
+def bake_plan_stages():
+    raise RuntimeError("registry credentials missing\\nsecond line")
+""", name="boom")
+    proc = cli("--target", "jax", cwd=tmp_path, pythonpath=[site])
+    assert_one_line_error(proc, "plugin 'boom' raised RuntimeError", "registry credentials missing second line",
+                          cwd=tmp_path)
+
+
+@pytest.mark.parametrize("hook, body, needle", [
+    ("bake_plan_tags", "raise KeyError('flavor')", "plugin 'policy' raised KeyError in bake_plan_tags for stage 'base'"),
+    ("bake_plan_cache_key", "raise ValueError('no key')",
+     "plugin 'policy' raised ValueError in bake_plan_cache_key for stage 'base'"),
+    ("bake_plan_platforms", "raise OSError('x')", "plugin 'policy' raised OSError in bake_plan_platforms"),
+    ("bake_plan_adjust_target", "raise TypeError('y')", "plugin 'policy' raised TypeError in bake_plan_adjust_target"),
+], ids=["tags", "cache-key", "platforms", "adjust-target"])
+def test_plugin_raising_in_a_policy_hook(cli, make_plugin, tmp_path, hook, body, needle):
+    site = make_plugin(f"""
+from bake import hookimpl
+@hookimpl
+def {hook}(stage):
+    {body}
+""", name="policy")
+    assert_one_line_error(cli("--target", "jax", cwd=tmp_path, pythonpath=[site]), needle, cwd=tmp_path)
+
+
+@pytest.mark.parametrize("returned, needle", [
+    ('[{"name": "dict-stage"}]', "bake_plan_stages returned dict"),
+    ('Stage(name="bare", context=stage_dir("jax"))', "bake_plan_stages returned Stage, expected a list"),
+    ('"a-stage"', "bake_plan_stages returned str, expected a list"),
+    ("[None]", "bake_plan_stages returned NoneType"),
+    ('(s for s in [])', "bake_plan_stages returned generator"),
+], ids=["dict", "bare-stage", "string", "none-item", "generator"])
+def test_plugin_returning_the_wrong_shape(cli, make_plugin, tmp_path, returned, needle):
+    site = make_plugin(STAGE_IMPORTS + f"""
+@hookimpl
+def bake_plan_stages():
+    return {returned}
+""", name="shapes")
+    assert_one_line_error(cli("--target", "jax", cwd=tmp_path, pythonpath=[site]), "plugin 'shapes'", needle,
+                          cwd=tmp_path)
+
+
+@pytest.mark.parametrize("answer, needle", [
+    ('"latest"', "bake_plan_tags for stage 'base' returned 'latest', expected a list of strings"),
+    ("[1, 2]", "bake_plan_tags for stage 'base' returned [1, 2]"),
+], ids=["string", "numbers"])
+def test_policy_returning_the_wrong_shape(cli, make_plugin, tmp_path, answer, needle):
+    site = make_plugin(f"""
+from bake import hookimpl
+@hookimpl
+def bake_plan_tags():
+    return {answer}
+""", name="tagger")
+    assert_one_line_error(cli("--target", "jax", cwd=tmp_path, pythonpath=[site]), "plugin 'tagger'", needle,
+                          cwd=tmp_path)
+
+
+@pytest.mark.parametrize("tags, needle", [
+    ('["has space"]', "tag 'has space' contains ' '"),
+    ('["ok", "a/b"]', "tag 'a/b' contains '/'"),
+    ('["x" * 129]', "is 129 characters long"),
+    ('[".hidden"]', "tag '.hidden' starts with '.'"),
+    ('[""]', "a tag is empty"),
+    ('["café"]', "contains 'é'"),
+    ('["t" * 125]', "(with the per-arch suffix '-amd64')"),
+], ids=["space", "slash", "too-long", "leading-dot", "empty", "non-ascii", "too-long-with-arch"])
+def test_tag_policy_returns_a_tag_registries_refuse(cli, make_plugin, tmp_path, tags, needle):
+    site = make_plugin(f"""
+from bake import hookimpl
+@hookimpl
+def bake_plan_tags(stage):
+    return {tags} if stage.name == "jax" else None
+""", name="tagger")
+    args = ["--platform", "linux/amd64"] if "arch" in needle else []
+    proc = cli("--target", "jax", *args, cwd=tmp_path, pythonpath=[site])
+    assert_one_line_error(proc, "plugin 'tagger', stage 'jax'", "tag", needle, "registries take 1 to 128",
+                          cwd=tmp_path)
+
+
+# --- stages -----------------------------------------------------------------------------------
+
+def test_unknown_stage_field(cli, make_plugin, tmp_path):
+    site = plugin_with(make_plugin, "    fields['imagee'] = 'x'", name="typo-field")
+    proc = cli("--target", "odd", cwd=tmp_path, pythonpath=[site])
+    assert_one_line_error(proc, "plugin 'typo-field': Stage() has no field 'imagee' (did you mean 'image'?)",
+                          cwd=tmp_path)
+
+
+def test_missing_stage_field(cli, make_plugin, tmp_path):
+    site = plugin_with(make_plugin, "    del fields['context']", name="no-context")
+    proc = cli("--target", "odd", cwd=tmp_path, pythonpath=[site])
+    assert_one_line_error(proc, "plugin 'no-context': Stage() needs the field(s) 'context'", cwd=tmp_path)
+
+
+def test_unknown_source_field(cli, make_plugin, tmp_path):
+    site = plugin_with(make_plugin, "    fields['sources'] = (Source('X', 'https://x.example/x.git', branch='b'),)",
+                       name="src-typo")
+    proc = cli("--target", "odd", cwd=tmp_path, pythonpath=[site])
+    assert_one_line_error(proc, "Source() has no field 'branch'", cwd=tmp_path)
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    ("name", "123", "stage name 123 must match"),
+    ("name", '"has space"', "stage name 'has space' must match"),
+    ("image", '"Upper/Case"', "field 'image'"),
+    ("image", "42", "field 'image': expected a non-empty string, got int"),
+    ("registry", "None", "field 'registry': expected a non-empty string, got NoneType"),
+    ("registry", '"https://ghcr.io"', "field 'registry'"),
+    ("base_image", '"Not An Image!"', "field 'base_image'"),
+    ("platforms", '("linux/amd64", "plan9/386")', "field 'platforms'"),
+    ("platforms", '"linux/amd64"', "field 'platforms': expected a list or tuple, got str"),
+    ("platforms", "()", "field 'platforms': at least one platform is needed"),
+    ("args", '{"GOOD": 1}', "field 'args': value of 'GOOD' is int, expected str"),
+    ("args", '{"bad name": "x"}', "field 'args': key 'bad name' is not a valid name"),
+    ("args", '["A=1"]', "field 'args': expected a mapping of str to str, got list"),
+    ("labels", '{"k": None}', "field 'labels'"),
+    ("kind", '"triple"', "field 'kind'"),
+    ("context", '"relative/dir"', "field 'context'"),
+    ("context", '"/no/such/directory"', "field 'context': directory /no/such/directory does not exist"),
+    ("dockerfile", '"Dockerfile.missing"', "field 'dockerfile'"),
+    ("variant", '"has space"', "field 'variant'"),
+    ("requirements", '("a\\nb",)', "field 'requirements'"),
+    ("sources", '({"name": "X"},)', "field 'sources': item {'name': 'X'} is dict, expected Source"),
+    ("sources", '(Source("lower", "https://x.example/x.git"),)', "source 'lower': name must be upper-case"),
+    ("uses", '{"base": "te"}', "field 'contexts': the named context 'base' is reserved"),
+    ("contexts", '{"ctx": "relative"}', "field 'contexts'"),
+], ids=["name-int", "name-space", "image-upper-case", "image-int", "registry-none", "registry-url",
+        "base-image-bad-ref", "platforms-unknown", "platforms-a-string", "platforms-empty", "args-int-value",
+        "args-bad-name", "args-a-list", "labels-none-value", "kind", "context-relative", "context-missing",
+        "dockerfile-missing", "variant-space", "requirements-newline", "sources-dict", "sources-lower-case",
+        "uses-reserved", "contexts-relative"])
+def test_malformed_stage_field(cli, make_plugin, tmp_path, field, value, needle):
+    body = f"    fields[{field!r}] = {value}"
+    if field == "base_image":
+        body += "\n    del fields['parent']"
+    site = plugin_with(make_plugin, body, name="odd-plugin")
+    target = "odd" if field != "name" else "jax"
+    proc = cli("--target", target, cwd=tmp_path, pythonpath=[site])
+    expect = ["plugin 'odd-plugin'", needle] + ([] if field == "name" else ["stage 'odd'"])
+    assert_one_line_error(proc, *expect, cwd=tmp_path)
+
+
+def test_adjust_target_leaving_a_value_bake_files_cannot_hold(cli, make_plugin, tmp_path):
+    site = make_plugin("""
+from pathlib import Path
+from bake import hookimpl
+@hookimpl
+def bake_plan_adjust_target(name, target):
+    if name == "jax":
+        target["context"] = Path("/tmp")
+""", name="adjuster")
+    proc = cli("--target", "jax", cwd=tmp_path, pythonpath=[site])
+    assert_one_line_error(proc, "stage 'jax', target 'jax', context: PosixPath", "is not a string, number or boolean",
+                          cwd=tmp_path)
+
+
+@pytest.mark.parametrize("value, needle", [
+    ('"cafe\\u0301"', "not in Unicode NFC"),
+    ('"\\udcff"', "not valid Unicode text (a lone surrogate"),
+], ids=["not-nfc", "lone-surrogate"])
+def test_text_buildx_would_change(cli, make_plugin, tmp_path, value, needle):
+    site = plugin_with(make_plugin, f"    fields['labels'] = {{'org.example.name': {value}}}", name="texts")
+    proc = cli("--target", "odd", cwd=tmp_path, pythonpath=[site])
+    assert_one_line_error(proc, "plugin 'texts', stage 'odd', target 'odd-mealkit', labels['org.example.name']", needle,
+                          cwd=tmp_path)
 
 
 def test_cycle_names_every_stage(cli, make_plugin, tmp_path):
@@ -131,68 +469,6 @@ def bake_plan_stages():
                           cwd=tmp_path)
 
 
-def test_plugin_that_raises(cli, make_plugin, tmp_path):
-    site = make_plugin("""
-from bake import hookimpl
-@hookimpl
-def bake_plan_stages():
-    raise RuntimeError("registry credentials missing")
-""", name="boom")
-    proc = cli("--target", "jax", cwd=tmp_path, pythonpath=[site])
-    assert_one_line_error(proc, "plugin 'boom' raised RuntimeError", "registry credentials missing", cwd=tmp_path)
-
-
-def test_plugin_that_fails_to_import(cli, make_plugin, tmp_path):
-    site = make_plugin("import not_a_module_anywhere\n", name="broken")
-    proc = cli("stages", cwd=tmp_path, pythonpath=[site])
-    assert_one_line_error(proc, "plugin 'broken'", "failed to load", "not_a_module_anywhere")
-
-
-def test_plugin_returning_the_wrong_shape(cli, make_plugin, tmp_path):
-    site = make_plugin("""
-from bake import hookimpl
-@hookimpl
-def bake_plan_stages():
-    return [{"name": "dict-stage"}]
-""", name="dicts")
-    proc = cli("--target", "jax", cwd=tmp_path, pythonpath=[site])
-    assert_one_line_error(proc, "plugin 'dicts'", "expected bake.Stage", cwd=tmp_path)
-
-
-def test_plugin_misspelling_a_hook(cli, make_plugin, tmp_path):
-    site = make_plugin("""
-from bake import hookimpl
-@hookimpl
-def bake_plan_stage():
-    return []
-""", name="typo")
-    proc = cli("--target", "jax", cwd=tmp_path, pythonpath=[site])
-    assert_one_line_error(proc, "plugin 'typo'", "bake_plan_stage", cwd=tmp_path)
-
-
-@pytest.mark.parametrize("field, value, needle", [
-    ("image", '"Upper/Case"', "field 'image'"),
-    ("platforms", '("linux/amd64", "plan9/386")', "field 'platforms'"),
-    ("platforms", '"linux/amd64"', "field 'platforms'"),
-    ("args", '{"GOOD": 1}', "field 'args'"),
-    ("args", '{"bad name": "x"}', "field 'args'"),
-    ("kind", '"triple"', "field 'kind'"),
-    ("context", '"relative/dir"', "field 'context'"),
-    ("variant", '"has space"', "field 'variant'"),
-    ("requirements", '("a\\nb",)', "field 'requirements'"),
-])
-def test_malformed_stage_field(cli, make_plugin, tmp_path, field, value, needle):
-    site = make_plugin(STAGE_IMPORTS + f"""
-@hookimpl
-def bake_plan_stages():
-    fields = dict(name="odd", image="odd", parent="jax", context=stage_dir("jax"))
-    fields[{field!r}] = {value}
-    return [Stage(**fields)]
-""", name="odd-plugin")
-    proc = cli("--target", "odd", cwd=tmp_path, pythonpath=[site])
-    assert_one_line_error(proc, "plugin 'odd-plugin'", "stage 'odd'", needle, cwd=tmp_path)
-
-
 def test_target_names_that_sanitise_onto_each_other(cli, make_plugin, tmp_path):
     site = make_plugin(STAGE_IMPORTS + """
 @hookimpl
@@ -203,3 +479,18 @@ def bake_plan_stages():
 """, name="dots")
     proc = cli("--target", "jax-0.4", cwd=tmp_path, pythonpath=[site])
     assert_one_line_error(proc, "jax-0.4", "jax-0_4", "both become bake target", cwd=tmp_path)
+
+
+# --- the catalogue ----------------------------------------------------------------------------
+
+def test_the_catalogue_lists_every_error_test():
+    """Every test the catalogue names exists, and every test in this module is in the catalogue."""
+    doc = (ROOT / "docs" / "errors.md").read_text(encoding="utf-8")
+    named = re.findall(r"`(test_\w+\.py)::(test_\w+)`", doc)
+    assert len(named) >= 40
+    for module, test in named:
+        source = (ROOT / "tests" / module).read_text(encoding="utf-8")
+        assert re.search(rf"^def {test}\(", source, re.MULTILINE), f"docs/errors.md names {module}::{test}"
+    here = re.findall(r"^def (test_\w+)\(", Path(__file__).read_text(encoding="utf-8"), re.MULTILINE)
+    missing = [t for t in here if ("test_errors.py", t) not in named and t != "test_the_catalogue_lists_every_error_test"]
+    assert not missing, f"tests missing from docs/errors.md: {missing}"

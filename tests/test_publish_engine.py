@@ -33,8 +33,10 @@ def mx(cli, engine, family_site, tmp_path):
     namespace = f"{engine.registry}/mx{uuid.uuid4().hex[:8]}"
     busybox = f"busybox:1.36={engine.registry}/stand-in/busybox:latest"
 
-    def run(command, *args, leaf_input="1", sitrep="sitrep", target="mx-leaf"):
+    def run(command, *args, leaf_input="1", sitrep="sitrep", target="mx-leaf", docker_host=None):
         env = dict(os.environ, PYTHONPATH=str(family_site), BAKE_PLAN_TESTFAMILY_LEAF_INPUT=leaf_input)
+        if docker_host:
+            env["DOCKER_HOST"] = docker_host
         extra = ["--base-image", busybox, "--sitrep-dir", str(tmp_path / sitrep), "--push"] if command == "build" else []
         proc = cli(command, "--target", target, "--registry", namespace, "--date", DATE, *extra, *args,
                    cwd=tmp_path, env=env)
@@ -88,28 +90,38 @@ def test_publish_with_an_arch_missing_creates_nothing(engine, mx):
         assert {f"{t}-amd64" for t in TAGS} <= set(tags)
 
 
-def _wipe(engine, namespace):
-    engine.docker("buildx", "prune", "-af")
-    images = engine.docker("image", "ls", "--format", "{{.Repository}}:{{.Tag}}").stdout.split()
-    mine = [ref for ref in images if ref.startswith(namespace + "/")]
-    if mine:
-        engine.docker("image", "rm", "-f", *mine)
+def _wipe(host):
+    """Wipe an engine's build cache and images: only ever a private engine's (others' tests run on
+    the shared one)."""
+    env = dict(os.environ, DOCKER_HOST=host)
+
+    def docker(*args):
+        proc = subprocess.run(["docker", *args], env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    docker("buildx", "prune", "-af")
+    images = docker("image", "ls", "-q").split()
+    if images:
+        docker("image", "rm", "-f", *sorted(set(images)))
 
 
-def test_cache_survives_a_wiped_engine_and_only_changed_steps_run(engine, mx):
+def test_cache_survives_a_wiped_engine_and_only_changed_steps_run(mx, private_engine):
+    host = private_engine.host  # an engine of this module's own: wiping it disturbs no other test
     leaf_input = uuid.uuid4().hex  # new to the engine's cache, so the leaf's steps run first
-    proc, first = mx("build", "--platform", "linux/amd64", leaf_input=leaf_input, sitrep="first")
+    proc, first = mx("build", "--platform", "linux/amd64", leaf_input=leaf_input, sitrep="first", docker_host=host)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert sum(t["steps_run"] for t in first["targets"].values()) > 0
 
-    _wipe(engine, mx.namespace)
-    proc, again = mx("build", "--platform", "linux/amd64", leaf_input=leaf_input, sitrep="again")
+    _wipe(host)
+    proc, again = mx("build", "--platform", "linux/amd64", leaf_input=leaf_input, sitrep="again", docker_host=host)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert {n: t["steps_run"] for n, t in again["targets"].items()} == {n: 0 for n in again["targets"]}
     assert sum(t["steps_cached"] for t in again["targets"].values()) > 0
 
-    _wipe(engine, mx.namespace)
-    proc, changed = mx("build", "--platform", "linux/amd64", leaf_input=leaf_input + "-changed", sitrep="changed")
+    _wipe(host)
+    proc, changed = mx("build", "--platform", "linux/amd64", leaf_input=leaf_input + "-changed", sitrep="changed",
+                       docker_host=host)
     assert proc.returncode == 0, proc.stderr[-3000:]
     ran = {n for n, t in changed["targets"].items() if t["steps_run"]}
     assert ran and ran <= {"mx-leaf-mealkit", "mx-leaf"}, changed["targets"]

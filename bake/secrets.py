@@ -1,0 +1,208 @@
+"""Build secrets, and keeping credentials out of plans.
+
+A plan file is committed, uploaded as a CI artifact and printed in logs, and every arg and label
+ends up in the image's metadata. So a build secret reaches a build only through bake's
+``secret`` attribute: ``--secret id=NAME,env=VAR`` or ``--secret id=NAME,src=FILE`` puts
+``id=NAME,env=VAR`` (the variable's *name*) or ``id=NAME,src=/abs/FILE`` (the file's *path*) on
+every target, and a Dockerfile reads it with ``RUN --mount=type=secret,id=NAME``, where it exists
+only for that step.
+
+bake-plan refuses an arg or label that looks like a credential, by its name
+(:func:`credential_name`) or its value (:func:`credential_value`); ``docs/security.md`` lists the
+patterns. Error lines never repeat a credential (:func:`redact`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator, Mapping, Optional, Tuple
+
+_SECRET_ID = re.compile(r"[A-Za-z0-9_.-]+\Z")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_MIN_KNOWN_VALUE = 8  # shorter secret values are not searched for: they would match ordinary text
+
+# Names: words (split at _ - . and camelCase) that mean a credential on their own, substrings that
+# hardly occur in anything else, and "<qualifier> key" pairs. "tokenizer", "MAX_TOKENS",
+# "CACHE_SILO" and "secretary" are not credentials.
+_NAME_WORDS = ("token", "secret", "secrets", "creds")
+_NAME_SUBSTRINGS = ("password", "passwd", "passphrase", "credential", "apikey", "privatekey", "secretkey",
+                    "accesskey", "accesstoken", "authtoken", "apitoken", "clientsecret")
+_KEY_QUALIFIERS = ("api", "private", "access", "secret", "signing", "client", "deploy", "ssh", "encryption", "auth")
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+_URL_PASSWORD = re.compile(
+    r"(?P<head>\b(?!docker-image://|oci-layout://)[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)"
+    r"(?P<secret>[^\s/?#@]+)(?P<tail>@)(?![A-Za-z0-9]+:[0-9a-fA-F]{32,})"
+)
+VALUE_PATTERNS: Tuple[Tuple[str, "re.Pattern[str]"], ...] = (
+    ("a private key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")),
+    ("a GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})")),
+    ("a GitLab token", re.compile(r"\bgl(?:pat|dt|ptt|rt)-[A-Za-z0-9_-]{20,}")),
+    ("an AWS access key id", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b")),
+    ("a Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
+    ("a Google API key", re.compile(r"\bAIza[A-Za-z0-9_-]{35}")),
+    ("a Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
+    ("an npm token", re.compile(r"\bnpm_[A-Za-z0-9]{36}")),
+    ("a PyPI token", re.compile(r"\bpypi-AgE[A-Za-z0-9_-]{20,}")),
+    ("a Docker Hub token", re.compile(r"\bdckr_pat_[A-Za-z0-9_-]{20,}")),
+    ("an OpenAI-style API key", re.compile(r"\bsk-(?:proj-)?[A-Za-z0-9_-]{32,}")),
+    ("a JSON web token", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
+    ("a URL with a password", _URL_PASSWORD),
+)
+"""What a credential value looks like: (description, pattern searched anywhere in the string)."""
+
+SECRET_HINT = ("build secrets go through --secret id=NAME,env=VAR (or src=FILE) and "
+               "RUN --mount=type=secret,id=NAME, never args or labels")
+
+
+def name_words(name: str) -> list:
+    """The lower-case words of a name: ``GITHUB_TOKEN`` → ``github, token``; ``apiKey`` → ``api, key``."""
+    return [w.lower() for w in _WORD.findall(name)]
+
+
+def credential_name(name: str) -> Optional[str]:
+    """Why an arg or label name looks like a credential (``"its name contains 'token'"``), or ``None``."""
+    words = name_words(name)
+    for word in words:
+        if word in _NAME_WORDS:
+            return f"its name contains '{word}'"
+    joined = "".join(words)
+    for sub in _NAME_SUBSTRINGS:
+        if sub in joined:
+            return f"its name contains '{sub}'"
+    for first, second in zip(words, words[1:]):
+        if first in _KEY_QUALIFIERS and second == "key":
+            return f"its name contains '{first} key'"
+    return None
+
+
+def credential_value(value: str) -> Optional[str]:
+    """What a value looks like when it holds a credential (``"a GitHub token"``), or ``None``."""
+    for description, pattern in VALUE_PATTERNS:
+        if pattern.search(value):
+            return description
+    return None
+
+
+def redact(text: str, known: Iterable[str] = ()) -> str:
+    """``text`` with every credential-looking part and every ``known`` secret value replaced by
+    ``<redacted>``, for error lines and reports."""
+    for value in known:
+        if value and len(value) >= _MIN_KNOWN_VALUE:
+            text = text.replace(value, "<redacted>")
+    for _, pattern in VALUE_PATTERNS:
+        if pattern is _URL_PASSWORD:
+            text = pattern.sub(r"\g<head><redacted>\g<tail>", text)
+        else:
+            text = pattern.sub("<redacted>", text)
+    return text
+
+
+@dataclass(frozen=True)
+class SecretSpec:
+    """One ``--secret``: an ``id`` the Dockerfile mounts, taken from an environment variable
+    (``env``) or a file (``src``, an absolute path) when the build runs."""
+
+    id: str
+    env: Optional[str] = None
+    src: Optional[str] = None
+
+    def to_bake(self) -> str:
+        """The entry of bake's ``secret`` attribute: ``id=NAME,env=VAR`` or ``id=NAME,src=FILE``."""
+        return f"id={self.id},env={self.env}" if self.env else f"id={self.id},src={self.src}"
+
+    def value(self, environ: Mapping[str, str] = os.environ) -> Optional[str]:
+        """The secret's value as the build would see it now, or ``None`` when it is not available."""
+        if self.env:
+            return environ.get(self.env)
+        try:
+            with open(self.src, encoding="utf-8", errors="replace") as handle:
+                return handle.read(1 << 20)
+        except OSError:
+            return None
+
+
+def parse_secret(text: str, cwd: Optional[Path] = None) -> SecretSpec:
+    """Parse ``id=NAME,env=VAR`` or ``id=NAME,src=FILE`` (buildx's ``type=env``/``type=file``
+    forms are accepted too). A relative ``src`` is made absolute, so the plan works from any
+    directory; the file must exist (``docker buildx bake --print`` reads it).
+
+    :raises ValueError: a malformed value, naming what is wrong (never the secret itself: only
+        names and paths are ever written).
+    """
+    fields = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or not value:
+            raise ValueError(f"'{part}' is not KEY=VALUE (expected id=NAME,env=VAR or id=NAME,src=FILE)")
+        if key == "source":
+            key = "src"
+        if key not in ("id", "env", "src", "type"):
+            raise ValueError(f"unknown key '{key}' (expected id=NAME,env=VAR or id=NAME,src=FILE)")
+        if key in fields:
+            raise ValueError(f"'{key}' is given twice")
+        fields[key] = value
+    kind = fields.pop("type", None)
+    if kind not in (None, "env", "file"):
+        raise ValueError(f"type '{kind}' is not env or file")
+    sid = fields.get("id")
+    if not sid or not _SECRET_ID.match(sid):
+        raise ValueError("needs id=NAME with NAME of letters, digits, _ . -")
+    if kind == "env" and "env" not in fields and "src" not in fields:
+        fields["env"] = sid
+    if ("env" in fields) == ("src" in fields):
+        raise ValueError("needs exactly one of env=VAR or src=FILE")
+    if "env" in fields:
+        if kind == "file" or not _ENV_NAME.match(fields["env"]):
+            raise ValueError(f"env '{fields['env']}' is not an environment variable name")
+        return SecretSpec(id=sid, env=fields["env"])
+    src = Path(fields["src"]).expanduser()
+    if not src.is_absolute():
+        src = (cwd or Path.cwd()) / src
+    src = Path(os.path.normpath(src))
+    if not src.is_file():
+        raise ValueError(f"src {src} is not a file")
+    if "," in str(src) or "\n" in str(src):
+        raise ValueError(f"src {str(src)!r} cannot be written in a bake secret entry (it holds ',' or a newline)")
+    return SecretSpec(id=sid, src=str(src))
+
+
+def walk_strings(node, path: str = "") -> Iterator[Tuple[str, str]]:
+    """Every string in a plan node, keys included, as ``(path, string)``; paths read like
+    ``args['X']``, ``labels key 'k'``, ``tags[0]``, ``dockerfile-inline``."""
+    if isinstance(node, str):
+        yield path, node
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            if not isinstance(key, str):
+                continue
+            if path:
+                yield f"{path} key {key!r}", key
+            yield from walk_strings(value, f"{path}[{key!r}]" if path else key)
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from walk_strings(value, f"{path}[{i}]")
+
+
+def find_secret_values(plan: dict, specs: Iterable[SecretSpec],
+                       environ: Mapping[str, str] = os.environ) -> Optional[Tuple[SecretSpec, str, str]]:
+    """The first place a ``--secret``'s current value appears in the plan:
+    ``(spec, target name, path)``, or ``None``. Values shorter than 8 characters are not searched."""
+    values = []
+    for spec in specs:
+        value = spec.value(environ)
+        for candidate in {value, value.strip()} if value else ():
+            if len(candidate) >= _MIN_KNOWN_VALUE:
+                values.append((spec, candidate))
+    if not values:
+        return None
+    for tname, target in plan.get("target", {}).items():
+        for path, text in walk_strings(target):
+            for spec, value in values:
+                if value in text:
+                    return spec, tname, path
+    return None
