@@ -9,6 +9,7 @@ backslashes and control characters escaped.
 from __future__ import annotations
 
 import json
+import re
 import string
 from pathlib import Path
 from typing import Iterable
@@ -38,19 +39,19 @@ def to_json(plan: dict) -> str:
 
 
 _HCL_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# Characters an HCL string cannot hold as they are: quotes, backslashes, C0/C1 controls and the
+# Unicode line separators. Most values have none, and then the value goes out as it is.
+_HCL_SPECIAL = re.compile(r'["\\\x00-\x1f\x7f-\x9f\u2028\u2029]')
+
+
+def _hcl_escape_char(match: "re.Match[str]") -> str:
+    ch = match.group()
+    return _HCL_ESCAPES.get(ch) or f"\\u{ord(ch):04x}"
 
 
 def hcl_string(value: str) -> str:
     """A quoted HCL string literal whose value is exactly ``value``."""
-    out = []
-    for ch in escape_interpolation(value):
-        if ch in _HCL_ESCAPES:
-            out.append(_HCL_ESCAPES[ch])
-        elif ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 or ch in "\u2028\u2029":
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
+    return '"' + _HCL_SPECIAL.sub(_hcl_escape_char, escape_interpolation(value)) + '"'
 
 
 def _hcl_value(value, indent: str) -> str:
