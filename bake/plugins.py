@@ -2,13 +2,22 @@
 
 Nothing happens at import time: :func:`get_plugin_manager` builds a fresh manager on each call, so
 tests can make their own (pluggy's eggsample layout).
+
+Entry points are found by reading the ``entry_points.txt`` of every distribution on ``sys.path``
+directly, the way :mod:`importlib.metadata` finds them but without importing it (it pulls in the
+``email`` package and costs a plan about a quarter of its start-up time). Where that shortcut could
+miss something (a zip or ``.egg`` on ``sys.path``, an import hook that provides distributions),
+:mod:`importlib.metadata` itself is asked.
 """
 
 from __future__ import annotations
 
 import datetime
-from importlib import metadata
-from typing import Dict, List, Optional, Sequence
+import importlib
+import os
+import re
+import sys
+from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import pluggy
 
@@ -33,9 +42,8 @@ def get_plugin_manager(load_entrypoints: bool = True, plugins: Sequence[object] 
             try:
                 plugin = ep.load()
             except Exception as err:  # a broken third-party package must not give a traceback
-                dist = getattr(getattr(ep, "dist", None), "name", "?")
                 raise PluginError(
-                    f"plugin '{ep.name}' (from {dist}, {ep.value}) failed to load: {type(err).__name__}: {err}"
+                    f"plugin '{ep.name}' (from {ep.dist}, {ep.value}) failed to load: {type(err).__name__}: {err}"
                 ) from None
             _register(pm, plugin, ep.name)
     for plugin in plugins:
@@ -43,12 +51,109 @@ def get_plugin_manager(load_entrypoints: bool = True, plugins: Sequence[object] 
     return pm
 
 
-def _entry_points():
-    eps = metadata.entry_points()
-    selected = eps.select(group=PROJECT) if hasattr(eps, "select") else eps.get(PROJECT, [])
+class EntryPoint(NamedTuple):
+    """One entry point of the ``bake_plan`` group: ``name = value`` from distribution ``dist``."""
+
+    name: str
+    value: str
+    dist: str
+    """The distribution's name (``?`` when unknown), for error messages."""
+
+    def load(self) -> object:
+        """Import the module of ``module[:attr.attr]`` (extras ignored) and return the object."""
+        module, _, attrs = self.value.split("[", 1)[0].partition(":")
+        obj = importlib.import_module(module.strip())
+        for attr in attrs.strip().split("."):
+            if attr:
+                obj = getattr(obj, attr)
+        return obj
+
+
+def _entry_points() -> List[EntryPoint]:
+    found = _scan_entry_points(PROJECT)
+    if found is None:
+        found = _importlib_entry_points(PROJECT)
     # One entry per name, sorted, so the load order (and so hook order) does not depend on sys.path.
-    unique = {ep.name: ep for ep in selected}
+    unique = {ep.name: ep for ep in found}
     return [unique[name] for name in sorted(unique)]
+
+
+def _importlib_entry_points(group: str) -> List[EntryPoint]:
+    from importlib import metadata
+
+    eps = metadata.entry_points()
+    selected = eps.select(group=group) if hasattr(eps, "select") else eps.get(group, [])
+    return [EntryPoint(ep.name, ep.value, getattr(getattr(ep, "dist", None), "name", None) or "?")
+            for ep in selected]
+
+
+def _scan_entry_points(group: str) -> Optional[List[EntryPoint]]:
+    """``group``'s entry points from the ``*.dist-info``/``*.egg-info`` directories on ``sys.path``,
+    in :func:`importlib.metadata.entry_points`'s order (the first distribution of a name wins), or
+    ``None`` when only :mod:`importlib.metadata` can answer."""
+    import importlib.machinery
+
+    if any(hasattr(finder, "find_distributions") for finder in sys.meta_path
+           if finder is not importlib.machinery.PathFinder):
+        return None
+    found: List[EntryPoint] = []
+    seen = set()
+    for entry in sys.path:
+        if not isinstance(entry, str) or entry.lower().endswith(".egg"):
+            return None
+        try:
+            children = os.listdir(entry or ".")
+        except OSError:
+            if os.path.isfile(entry):  # a zip on sys.path
+                return None
+            continue
+        for child in children:
+            low = child.lower()
+            if not low.endswith((".dist-info", ".egg-info")):
+                continue
+            normalized = re.sub(r"[-_.]+", "_", low.rpartition(".")[0].partition("-")[0])
+            if normalized in seen:
+                continue
+            seen.add(normalized)
+            info = os.path.join(entry, child)
+            pairs = list(_read_group(os.path.join(info, "entry_points.txt"), group))
+            if pairs:
+                dist = _dist_name(info)
+                found.extend(EntryPoint(name, value, dist) for name, value in pairs)
+    return found
+
+
+def _read_group(path: str, group: str) -> Iterator[Tuple[str, str]]:
+    # entry_points.txt is INI-like; parsed the way importlib.metadata parses it.
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError:
+        return
+    section = None
+    for line in map(str.strip, text.splitlines()):
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line.strip("[]")
+        elif section == group and "=" in line:
+            name, _, value = line.partition("=")
+            yield name.strip(), value.strip()
+
+
+def _dist_name(info: str) -> str:
+    # The Name: header of the metadata (the spelling users know), else the directory's stem.
+    for filename in ("METADATA", "PKG-INFO"):
+        try:
+            with open(os.path.join(info, filename), encoding="utf-8") as handle:
+                for line in handle:
+                    if not line.strip():
+                        break
+                    if line.lower().startswith("name:"):
+                        return line[5:].strip()
+        except OSError:
+            continue
+    return os.path.basename(info).partition("-")[0]
 
 
 def _register(pm: pluggy.PluginManager, plugin: object, name: Optional[str]) -> None:
