@@ -51,7 +51,12 @@ def _hcl_escape_char(match: "re.Match[str]") -> str:
 
 def hcl_string(value: str) -> str:
     """A quoted HCL string literal whose value is exactly ``value``."""
-    return '"' + _HCL_SPECIAL.sub(_hcl_escape_char, escape_interpolation(value)) + '"'
+    # Most values need neither step; checking first halves the cost of rendering a large plan.
+    if "{" in value:
+        value = escape_interpolation(value)
+    if _HCL_SPECIAL.search(value):
+        value = _HCL_SPECIAL.sub(_hcl_escape_char, value)
+    return '"' + value + '"'
 
 
 def _hcl_value(value, indent: str) -> str:
@@ -61,12 +66,12 @@ def _hcl_value(value, indent: str) -> str:
         if not value:
             return "[]"
         inner = indent + "  "
-        return "[\n" + "".join(f"{inner}{_hcl_value(v, inner)},\n" for v in value) + f"{indent}]"
+        return "[\n" + "".join([f"{inner}{_hcl_value(v, inner)},\n" for v in value]) + f"{indent}]"
     if isinstance(value, dict):
         if not value:
             return "{}"
         inner = indent + "  "
-        body = "".join(f"{inner}{hcl_string(k)} = {_hcl_value(v, inner)}\n" for k, v in value.items())
+        body = "".join([f"{inner}{hcl_string(k)} = {_hcl_value(v, inner)}\n" for k, v in value.items()])
         return "{\n" + body + indent + "}"
     if isinstance(value, bool):
         return "true" if value else "false"
