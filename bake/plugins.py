@@ -184,6 +184,7 @@ class Hooks:
         :raises StageError: a stage is malformed, or two plugins define the same stage name.
         """
         stages: Dict[str, Stage] = {}
+        checked_contexts: set = set()  # contexts found on disk: one look each, however many stages share it
         # Called one implementation at a time so every stage (and every failure) names its plugin.
         for impl in reversed(self.pm.hook.bake_plan_stages.get_hookimpls()):
             plugin = impl.plugin_name
@@ -198,7 +199,7 @@ class Hooks:
                     f"plugin '{plugin}': bake_plan_stages returned {type(returned).__name__}, expected a list of bake.Stage"
                 )
             for item in returned:
-                stage = validate(item, plugin)
+                stage = validate(item, plugin, checked_contexts)
                 if stage.name in stages:
                     other = stages[stage.name].plugin
                     raise StageError(
