@@ -5,8 +5,8 @@ the benchmark pays for discovery, loading and validation exactly as a user's fam
 stages look like an organisation's images: stage ``i`` builds on stage ``(i - 1) // FANOUT`` (a
 tree a few levels deep), fetches two sources, contributes requirement lines, carries args and
 labels (one arg holds a literal ``${`` for the renderer to escape), and one in three has a toolchain
-variant (variant tags and cache keys). Every tenth leaf is a one-target wheel builder, and one stage
-in ten copies the nearest earlier wheel builder's output through the ``wheels`` named context.
+variant (variant tags and cache keys). Every tenth leaf is a one-target wheel builder; once there
+is one, one stage in ten copies the latest one's output through the ``wheels`` named context.
 Every context is the shared directory ``context/`` beside this module.
 """
 
