@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import importlib
+import importlib.machinery
 import os
 import re
 import sys
@@ -91,8 +92,6 @@ def _scan_entry_points(group: str) -> Optional[List[EntryPoint]]:
     """``group``'s entry points from the ``*.dist-info``/``*.egg-info`` directories on ``sys.path``,
     in :func:`importlib.metadata.entry_points`'s order (the first distribution of a name wins), or
     ``None`` when only :mod:`importlib.metadata` can answer."""
-    import importlib.machinery
-
     if any(hasattr(finder, "find_distributions") for finder in sys.meta_path
            if finder is not importlib.machinery.PathFinder):
         return None
@@ -128,7 +127,7 @@ def _read_group(path: str, group: str) -> Iterator[Tuple[str, str]]:
     try:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
-    except OSError:
+    except (OSError, ValueError):  # missing, unreadable, not UTF-8: no entry points
         return
     section = None
     for line in map(str.strip, text.splitlines()):
@@ -151,7 +150,7 @@ def _dist_name(info: str) -> str:
                         break
                     if line.lower().startswith("name:"):
                         return line[5:].strip()
-        except OSError:
+        except (OSError, ValueError):
             continue
     return os.path.basename(info).partition("-")[0]
 
