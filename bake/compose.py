@@ -148,41 +148,53 @@ def chain_of(stages: Dict[str, Stage], roots: Sequence[str], stop_at_published: 
     """The roots and all their ancestors, each after everything it depends on (depth-first, in
     declaration order, so the same inputs always give the same order).
 
+    Iterative, so a chain thousands of stages deep is as fine as a short one.
+
     :param stop_at_published: per-job mode: an ancestor that publishes an image is taken from
         the registry, so neither it nor its own ancestors join the chain.
     :raises StageError: a missing parent / used stage, or a cycle (naming every stage in it).
     """
     order: List[Stage] = []
     done = set()
-    path: List[str] = []
-
-    def visit(name: str, needed_by: Optional[Stage]) -> None:
-        if name in done:
-            return
-        if name in path:
-            cycle = path[path.index(name):] + [name]
-            plugins = ", ".join(f"'{s}' from plugin '{stages[s].plugin}'" for s in dict.fromkeys(cycle))
-            raise StageError(f"cycle between stages: {' -> '.join(cycle)} ({plugins})")
-        if name not in stages:
-            assert needed_by is not None
-            field = "parent" if needed_by.parent == name else "uses"
-            raise StageError(
-                f"plugin '{needed_by.plugin}', stage '{needed_by.name}', field '{field}': "
-                f"stage '{name}' does not exist{did_you_mean(name, stages, n=1)}"
-            )
-        stage = stages[name]
-        if stop_at_published and needed_by is not None and stage.image is not None:
-            return
-        path.append(name)
-        for dep in dependencies(stage):
-            visit(dep, stage)
-        path.pop()
-        done.add(name)
-        order.append(stage)
-
     for root in roots:
-        visit(root, None)
+        if root in done:
+            continue
+        # The path from the root to the stage being visited, and each one's deps still to visit.
+        path = [root]
+        on_path = {root}
+        pending = [iter(dependencies(stages[root]))]
+        while pending:
+            name = next(pending[-1], None)
+            if name is None:  # every dependency of path[-1] is done: it goes next
+                finished = path.pop()
+                on_path.remove(finished)
+                pending.pop()
+                done.add(finished)
+                order.append(stages[finished])
+            elif name not in done:
+                if name in on_path:
+                    raise _cycle_error(stages, path[path.index(name):] + [name])
+                if name not in stages:
+                    raise _missing_error(stages, name, stages[path[-1]])
+                if stop_at_published and stages[name].image is not None:
+                    continue  # taken from the registry (per-job mode)
+                path.append(name)
+                on_path.add(name)
+                pending.append(iter(dependencies(stages[name])))
     return order
+
+
+def _cycle_error(stages: Dict[str, Stage], cycle: List[str]) -> StageError:
+    plugins = ", ".join(f"'{s}' from plugin '{stages[s].plugin}'" for s in dict.fromkeys(cycle))
+    return StageError(f"cycle between stages: {' -> '.join(cycle)} ({plugins})")
+
+
+def _missing_error(stages: Dict[str, Stage], name: str, needed_by: Stage) -> StageError:
+    field = "parent" if needed_by.parent == name else "uses"
+    return StageError(
+        f"plugin '{needed_by.plugin}', stage '{needed_by.name}', field '{field}': "
+        f"stage '{name}' does not exist{did_you_mean(name, stages, n=1)}"
+    )
 
 
 def check_unique_targets(stages: Dict[str, Stage]) -> None:

@@ -8,11 +8,13 @@ a wheel builder such as ``te``, or a CI image such as ``xla-ci``.
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
+import os.path
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Optional, Tuple, Union
+from typing import Mapping, Optional, Set, Tuple, Union
 
 from bake.errors import StageError
 from bake.naming import check_image_name, check_platform, check_reference, check_registry, check_tag
@@ -149,9 +151,12 @@ def is_context_url(value: str) -> bool:
     return value.startswith(_CONTEXT_SCHEMES) or "://" in value
 
 
-def validate(stage: object, plugin: str) -> Stage:
+def validate(stage: object, plugin: str, checked_contexts: Optional[Set[Tuple[str, str]]] = None) -> Stage:
     """Check one value a plugin returned from ``bake_plan_stages`` and stamp it with the plugin.
 
+    :param checked_contexts: ``(context, dockerfile)`` pairs already found on disk, shared by the
+        calls of one collection so that stages sharing a context do not look it up again; each
+        pair this call finds is added.
     :returns: the stage with ``plugin`` set and sequences normalised to tuples.
     :raises StageError: one line naming the plugin, the stage and the field that is wrong.
     """
@@ -208,21 +213,24 @@ def validate(stage: object, plugin: str) -> Stage:
         context = str(context)
     if not isinstance(context, str) or not context:
         raise fail("context", f"expected a directory path or URL, got {type(stage.context).__name__}")
-    if not is_context_url(context):
-        path = Path(context)
-        if not path.is_absolute():
+    checked = (context, stage.dockerfile if stage.dockerfile_inline is None else "")
+    if not is_context_url(context) and (checked_contexts is None or checked not in checked_contexts):
+        if not os.path.isabs(context):
             raise fail("context", f"{context!r} must be an absolute directory (or a URL)")
-        if not path.is_dir():
+        if not os.path.isdir(context):
             raise fail("context", f"directory {context} does not exist")
-        if stage.dockerfile_inline is None and not (path / stage.dockerfile).is_file():
-            raise fail("dockerfile", f"{path / stage.dockerfile} does not exist")
+        dockerfile = os.path.join(context, stage.dockerfile)
+        if stage.dockerfile_inline is None and not os.path.isfile(dockerfile):
+            raise fail("dockerfile", f"{dockerfile} does not exist")
+        if checked_contexts is not None:
+            checked_contexts.add(checked)
 
     args = _check_mapping(stage, "args", fail, key_re=_ARG_NAME)
     labels = _check_mapping(stage, "labels", fail, key_re=None)
     uses = _check_mapping(stage, "uses", fail, key_re=_CONTEXT_NAME)
     contexts = _check_mapping(stage, "contexts", fail, key_re=_CONTEXT_NAME)
     for name, value in contexts.items():
-        if not is_context_url(value) and not Path(value).is_absolute():
+        if not is_context_url(value) and not os.path.isabs(value):
             raise fail("contexts", f"context {name!r}: {value!r} must be an absolute directory or a URL")
     if set(uses) & set(contexts):
         raise fail("uses", f"named context {sorted(set(uses) & set(contexts))[0]!r} is also in 'contexts'")
@@ -300,7 +308,7 @@ def _check_str(stage, fld, fail, optional):
 
 def _check_mapping(stage, fld, fail, key_re):
     value = getattr(stage, fld)
-    if not isinstance(value, Mapping):
+    if not isinstance(value, collections.abc.Mapping):
         raise fail(fld, f"expected a mapping of str to str, got {type(value).__name__}")
     out = {}
     for key, item in value.items():
