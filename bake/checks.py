@@ -33,7 +33,10 @@ def check_target(stage: Stage, name: str, target: dict, not_secret: AbstractSet[
     where = f"plugin '{stage.plugin}', stage '{stage.name}', target '{name}'"
     for key, value in target.items():
         _check_shape(where, key, value)
-    for path, text in walk_strings(target):
+    strings = list(walk_strings(target))
+    for path, text in strings:
+        if text.isascii():  # ASCII is valid UTF-8 and already NFC
+            continue
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as err:
@@ -49,7 +52,7 @@ def check_target(stage: Stage, name: str, target: dict, not_secret: AbstractSet[
             if why:
                 raise StageError(f"{where}, {kind} '{key}' looks like a credential ({why}); {SECRET_HINT} "
                                  f"(if it is not one: --not-secret {key})")
-    for path, text in walk_strings(target):
+    for path, text in strings:
         what = credential_value(text)
         if what:
             raise StageError(f"{where}, {path}: the value looks like {what}; {SECRET_HINT}")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Optional, Tuple
 
@@ -52,6 +53,9 @@ VALUE_PATTERNS: Tuple[Tuple[str, "re.Pattern[str]"], ...] = (
     ("a JSON web token", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
     ("a URL with a password", _URL_PASSWORD),
 )
+# One pass over a string first, as most strings match none of the token patterns; the URL
+# pattern (slow: it tries every word boundary) only runs on strings with "://" and "@".
+_ANY_TOKEN = re.compile("|".join(f"(?:{pattern.pattern})" for _, pattern in VALUE_PATTERNS[:-1]))
 """What a credential value looks like: (description, pattern searched anywhere in the string)."""
 
 SECRET_HINT = ("build secrets go through --secret id=NAME,env=VAR (or src=FILE) and "
@@ -63,6 +67,7 @@ def name_words(name: str) -> list:
     return [w.lower() for w in _WORD.findall(name)]
 
 
+@lru_cache(maxsize=4096)  # a family repeats its arg and label names in every target
 def credential_name(name: str) -> Optional[str]:
     """Why an arg or label name looks like a credential (``"its name contains 'token'"``), or ``None``."""
     words = name_words(name)
@@ -79,8 +84,11 @@ def credential_name(name: str) -> Optional[str]:
     return None
 
 
+@lru_cache(maxsize=65536)  # and most values (cache refs, platforms, paths) many times
 def credential_value(value: str) -> Optional[str]:
     """What a value looks like when it holds a credential (``"a GitHub token"``), or ``None``."""
+    if not _ANY_TOKEN.search(value) and not ("://" in value and "@" in value):
+        return None
     for description, pattern in VALUE_PATTERNS:
         if pattern.search(value):
             return description

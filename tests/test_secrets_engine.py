@@ -24,6 +24,9 @@ DATE = "2026-11-29"
 DOCKERFILE = """\
 ARG BASE_IMAGE=busybox:1.36
 FROM ${BASE_IMAGE}
+# A fresh NONCE per run: secrets are not part of a step's cache key, so without it a step cached
+# by an earlier run (with another secret) would be reused.
+ARG NONCE
 RUN --mount=type=secret,id=mytoken,required=true \\
     mkdir -p /opt && sha256sum /run/secrets/mytoken | cut -d' ' -f1 > /opt/mytoken.sha256
 RUN --mount=type=secret,id=deploykey,required=true \\
@@ -92,7 +95,8 @@ from bake import Stage, hookimpl
 @hookimpl
 def bake_plan_stages():
     return [Stage(name="sekrit", image="sekrit", kind="single", context=os.path.dirname(__file__),
-                  base_image="busybox:1.36", platforms=("linux/amd64",), dockerfile_inline={DOCKERFILE!r})]
+                  base_image="busybox:1.36", platforms=("linux/amd64",), dockerfile_inline={DOCKERFILE!r},
+                  args={{"NONCE": {uuid.uuid4().hex!r}}})]
 """, name="sekrit")
     namespace = f"{engine.registry}/sec{uuid.uuid4().hex[:8]}"
     env = dict(os.environ, BAKE_PLAN_TEST_TOKEN=token)
