@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import difflib
 from typing import Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
 from bake.checks import check_target

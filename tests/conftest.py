@@ -291,3 +291,12 @@ def private_engine(engine):
         yield eng
     finally:
         eng.remove()
+
+
+@pytest.fixture(scope="session")
+def family_site(tmp_path_factory):
+    """The test family's plugin distribution, installed with pip into a directory for PYTHONPATH."""
+    site = tmp_path_factory.mktemp("family-site")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site),
+                    str(ROOT / "tests" / "packages" / "bake-plan-testfamily")], check=True, timeout=300)
+    return site

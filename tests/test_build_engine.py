@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from conftest import ROOT, hermetic_pip_env
+from conftest import hermetic_pip_env
 
 pytestmark = pytest.mark.engine
 
@@ -48,15 +48,6 @@ def wheelhouse(tmp_path_factory):
         subprocess.run(pip + ["wheel", "--quiet", "--no-deps", "--find-links", str(house), "--wheel-dir", str(dest),
                               str(project)], check=True, timeout=600)
     return house, local
-
-
-@pytest.fixture(scope="session")
-def family_site(tmp_path_factory):
-    """The test family's plugin distribution, installed with pip into a directory for PYTHONPATH."""
-    site = tmp_path_factory.mktemp("family-site")
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site),
-                    str(ROOT / "tests" / "packages" / "bake-plan-testfamily")], check=True, timeout=300)
-    return site
 
 
 @pytest.fixture

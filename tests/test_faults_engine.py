@@ -22,20 +22,11 @@ from pathlib import Path
 import pytest
 
 from bake.engine import Progress
-from conftest import ROOT
 
 pytestmark = pytest.mark.engine
 
 DATE = "2026-11-29"
 BAKE_PLAN = str(Path(sys.executable).parent / "bake-plan")
-
-
-@pytest.fixture(scope="module")
-def family_site(tmp_path_factory):
-    site = tmp_path_factory.mktemp("family-site")
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site),
-                    str(ROOT / "tests" / "packages" / "bake-plan-testfamily")], check=True, timeout=300)
-    return site
 
 
 @pytest.fixture

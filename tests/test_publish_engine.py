@@ -6,25 +6,15 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import uuid
 
 import pytest
 
-from conftest import ROOT
 
 pytestmark = pytest.mark.engine
 
 DATE = "2026-11-29"
 TAGS = ["latest", f"nightly-{DATE}", "mealkit", f"mealkit-{DATE}"]
-
-
-@pytest.fixture(scope="module")
-def family_site(tmp_path_factory):
-    site = tmp_path_factory.mktemp("family-site")
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site),
-                    str(ROOT / "tests" / "packages" / "bake-plan-testfamily")], check=True, timeout=300)
-    return site
 
 
 @pytest.fixture

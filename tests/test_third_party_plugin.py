@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, expected_target
+from conftest import ROOT
 
 
 @pytest.fixture(scope="module")
