@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Optional
 
@@ -25,8 +26,9 @@ def run_build(
     pushed too) and write ``sitrep.json``, ``badge.json`` and ``sitrep.md`` in ``sitrep_dir``; the
     Markdown is appended to ``$GITHUB_STEP_SUMMARY`` when that is set (GitHub Actions).
 
-    :returns: the sitrep; its ``outcome`` is ``pass`` or ``fail``. A failed build still writes
-        all three files, naming the failing target.
+    :returns: the sitrep; its ``outcome`` is ``pass`` or ``fail``, and ``interrupted`` is true
+        when Ctrl-C or SIGTERM stopped the build. A failed or interrupted build still writes all
+        three files, naming the failing target.
     :raises bake.engine.EngineError: the engine cannot be reached (nothing was built).
     :raises bake.errors.OutputError: a report file cannot be written.
     """
@@ -37,15 +39,28 @@ def run_build(
             metadata_file.unlink()  # a stale file would report digests of an older build
     except OSError as err:
         raise OutputError(f"cannot prepare {err.filename}: {err.strerror}") from None
+    for directory in dict.fromkeys([sitrep_dir, metadata_file.parent]):
+        try:  # writable now, so a finished build is never lost for want of a report
+            with tempfile.NamedTemporaryFile(dir=directory, prefix=".bake-plan-probe-"):
+                pass
+        except OSError as err:
+            raise OutputError(f"cannot write reports in {directory}: {err.strerror or err}") from None
     if not engine.engine_reachable():
         host = os.environ.get("DOCKER_HOST", "the default socket")
         raise engine.EngineError(f"cannot reach a Docker engine at {host} (is dockerd running? is DOCKER_HOST right?)")
+    built = composition.plan["group"][DEFAULT_GROUP]["targets"]
     run = engine.bake(plan_file, [DEFAULT_GROUP], metadata_file, push=push, load=load, builder=builder,
-                      extra_files=composition.bake_files)
+                      extra_files=composition.bake_files, sole_target=built[0] if len(built) == 1 else None)
     label = f"{', '.join(composition.requested)} build"
     report = sitrep.make_sitrep(composition.plan, label, run.returncode, run.failed, run.metadata,
                                 engine.build_record, error=run.error, steps=run.steps,
                                 failed_steps=run.failed_steps, exported=run.exported)
+    report["interrupted"] = run.interrupted
+    if run.interrupted:  # cancelled, not broken: what did not finish was not built
+        for entry in report["targets"].values():
+            if entry["outcome"] == sitrep.FAIL and not entry["digest"]:
+                entry["outcome"] = sitrep.NOT_BUILT
+        report["summary"] = f"{label}: interrupted"
     write_atomic(str(sitrep_dir / "sitrep.json"), sitrep.to_json(report), "the sitrep")
     write_atomic(str(sitrep_dir / "badge.json"), sitrep.to_json(sitrep.badge(report)), "the badge")
     summary = sitrep.markdown(report)

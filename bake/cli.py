@@ -29,7 +29,8 @@ GRAPH_FORMATS = ("mermaid", "markdown", "dot")
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # argparse's own errors: one line, exit 2
-        raise UsageError(f"{self.prog}: {message}")
+        command = self.prog.split(" ", 1)[1] if " " in self.prog else ""
+        raise UsageError(f"{command}: {message}" if command else message)
 
 
 def _config_argument(parser: argparse.ArgumentParser) -> None:
@@ -235,7 +236,7 @@ def secret_specs(values: Sequence[str]) -> tuple:
     return tuple(specs)
 
 
-def _compose(args):
+def _compose(args, per_arch: bool = True):
     from bake.api import make_plan
 
     config = settings(args)
@@ -248,6 +249,7 @@ def _compose(args):
         digests=digests,
         secrets=secret_specs(getattr(args, "secret", [])),
         not_secret=frozenset(getattr(args, "not_secret", [])),
+        per_arch=per_arch,
     )
     locked = getattr(args, "locked", False)
     composition = make_plan(options, config.plugin_manager(), config.stages,
@@ -328,6 +330,8 @@ def _cmd_build(args) -> int:
         push=args.push, load=args.load, builder=args.builder,
     )
     print(f"bake-plan: {sitrep['summary']}", file=sys.stdout if sitrep["outcome"] == "pass" else sys.stderr)
+    if sitrep.get("interrupted"):
+        return 130
     return 0 if sitrep["outcome"] == "pass" else 1
 
 
@@ -335,7 +339,7 @@ def _cmd_publish(args) -> int:
     from bake import engine
     from bake.publish import manifests, publish
 
-    composition = _compose(args)
+    composition = _compose(args, per_arch=False)  # the multi-arch tags, made from the per-arch ones
     wanted = manifests(composition)
 
     def report(manifest) -> None:
@@ -462,10 +466,14 @@ def _known_secrets(args) -> list:
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the ``bake-plan`` console script. Returns the exit status."""
     args = None
+    _terminate_like_ctrl_c()
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
         if getattr(args, "sources", None):
             from bake.sources import use_manifest
+
+            if not os.path.isfile(args.sources):
+                raise UsageError(f"--sources {args.sources}: no such file (the sources manifest)")
 
             use_manifest(args.sources)
         command = {"stages": _cmd_stages, "build": _cmd_build, "publish": _cmd_publish, "matrix": _cmd_matrix,
@@ -485,6 +493,28 @@ def main(argv: Optional[List[str]] = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 1
+    except OSError as err:  # stdout on a full disk (/dev/full), a vanished directory, ...
+        where = f" {err.filename}" if err.filename else " the output"
+        print(f"bake-plan: error: cannot write{where}: {err.strerror or err}", file=sys.stderr)
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second failure at exit
+        except OSError:
+            pass
+        return 2
+
+
+def _terminate_like_ctrl_c() -> None:
+    """SIGTERM (a CI job cancelled, `timeout`) stops bake-plan the way Ctrl-C does: a build in
+    progress is cancelled and its sitrep written (see :func:`bake.engine.bake`)."""
+    import signal
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread (bake-plan used as a library)
+        pass
 
 
 if __name__ == "__main__":

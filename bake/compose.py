@@ -39,6 +39,8 @@ class PlanOptions:
         registry, pinned by digest (``docker-image://<repo>:mealkit@sha256:…``).
     :param digests: bake target name → ``sha256:…`` of its pushed image (from a parent job's
         sitrep or buildx metadata file); needed for every ancestor pinned in per-job mode.
+    :param per_arch: ``False`` keeps a one-platform plan's tags without ``-<arch>`` (``publish``
+        names the multi-arch tags it makes from the per-arch ones).
     :param pip_locks: ``(stage name, directory)`` pairs: that stage's final target gets the named
         context ``pip-lock`` = the directory, which holds ``requirements.lock`` (or
         ``requirements-<arch>.lock`` per arch); the final stage then pip-syncs to it instead of
@@ -58,13 +60,14 @@ class PlanOptions:
     from_registry: bool = False
     digests: Mapping[str, str] = dataclasses.field(default_factory=dict)
     pip_locks: Tuple[Tuple[str, str], ...] = ()
+    per_arch: bool = True
     secrets: Tuple[SecretSpec, ...] = ()
     not_secret: FrozenSet[str] = frozenset()
 
     @property
     def arch(self) -> Optional[str]:
         """The arch of a per-arch plan, else ``None``."""
-        return arch_of(self.platforms[0]) if len(self.platforms) == 1 else None
+        return arch_of(self.platforms[0]) if self.per_arch and len(self.platforms) == 1 else None
 
 
 @dataclasses.dataclass
@@ -380,6 +383,10 @@ def _target(stage: Stage, tname: str, flavor: str, platforms: List[str], ctx: _C
                 contexts["pip-lock"] = directory
     for original, replacement in options.base_images:
         contexts[original] = "docker-image://" + replacement
+        if original.endswith(":latest"):
+            # bake keeps a context's name as written but the Dockerfile frontend looks `FROM x:latest`
+            # up as `x` (docker/buildx#2328), so the name without the tag is set too.
+            contexts[original[: -len(":latest")]] = "docker-image://" + replacement
     if contexts:
         target["contexts"] = contexts
 

@@ -6,6 +6,7 @@ Imported only by commands that build, so planning never pays for python-on-whale
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -48,6 +49,8 @@ _DIGESTS = (
 )
 # A Dockerfile instruction: "#8 [jax-mealkit linux/arm64 mealkit 2/5] RUN ...".
 _STEP = re.compile(r"^#(\d+) \[([A-Za-z0-9_-]+)(?: [a-z0-9]+/[a-z0-9]+(?:/[a-z0-9]+)?)? [^\]]* \d+/\d+\] ")
+# With one target, buildx leaves the target name out: "#8 [linux/arm64 mealkit 2/5] RUN ...".
+_ANONYMOUS_STEP = re.compile(r"^#(\d+) \[(?:[a-z0-9]+/[a-z0-9]+(?:/[a-z0-9]+)? )?(?:[^\s\]]+ )?\d+/\d+\] ")
 # A step whose result comes from a cache: "#8 CACHED", or its layer fetched from a registry
 # cache instead of being made ("#14 sha256:<digest> 174B / 174B done").
 _CACHED = re.compile(r"^#(\d+) (?:CACHED$|sha256:[0-9a-f]{64} )")
@@ -60,15 +63,20 @@ class StepCounter:
     cached when BuildKit says ``CACHED`` or fetched its layer from a registry cache.
     """
 
-    def __init__(self):
+    def __init__(self, sole_target: Optional[str] = None):
         self.target: Dict[str, str] = {}
         self.cached: set = set()
+        self.sole_target = sole_target  # a bake of one target: buildx does not name it
 
     def feed(self, line: str) -> None:
         """Take one line of progress (without its newline)."""
         match = _STEP.match(line)
         if match:
             self.target.setdefault(match.group(1), match.group(2))
+            return
+        match = _ANONYMOUS_STEP.match(line) if self.sole_target else None
+        if match:
+            self.target.setdefault(match.group(1), self.sole_target)
             return
         match = _CACHED.match(line)
         if match:
@@ -87,12 +95,12 @@ class Progress:
     """Reads buildx's plain progress line by line: which targets and Dockerfile steps failed, the
     last error line, and the step counts (:class:`StepCounter`)."""
 
-    def __init__(self):
+    def __init__(self, sole_target: Optional[str] = None):
         self.failed: List[str] = []
         self.failed_steps: List[tuple] = []
         self.exported: Dict[str, Optional[str]] = {}
         self.last_error = ""
-        self.steps = StepCounter()
+        self.steps = StepCounter(sole_target)
         self._target: Dict[str, str] = {}
         self._step: Dict[str, tuple] = {}
         self._harmless: set = set()
@@ -158,6 +166,7 @@ class BakeRun:
     metadata: Dict[str, dict] = field(default_factory=dict)
     error: str = ""
     steps: Dict[str, Dict[str, int]] = field(default_factory=dict)
+    interrupted: bool = False
 
 
 def bake(
@@ -169,20 +178,28 @@ def bake(
     builder: Optional[str] = None,
     echo: Callable[[str], None] = lambda line: sys.stderr.write(line),
     extra_files: Sequence[str] = (),
+    sole_target: Optional[str] = None,
 ) -> BakeRun:
     """Run ``docker buildx bake -f PLAN [-f EXTRA…] --progress plain --metadata-file F TARGETS``
     and stream its progress to ``echo`` line by line. ``extra_files`` are read after the plan
-    (docker/metadata-action's bake files).
+    (docker/metadata-action's bake files); ``sole_target`` names the one target of a one-target
+    plan, which buildx's progress leaves unnamed.
+
+    When interrupted (Ctrl-C, or SIGTERM turned into :class:`KeyboardInterrupt` by the CLI), buildx
+    is sent SIGINT so it cancels its builds instead of running on as an orphan, and the run comes
+    back with ``interrupted`` set.
 
     :raises EngineError: python-on-whales or the docker CLI is missing (the build never started).
     """
     try:
         from python_on_whales import DockerException, docker
+        from python_on_whales.client_config import ClientNotFoundError
     except ImportError as err:  # pragma: no cover - a dependency of the distribution
         raise EngineError(f"python-on-whales is not installed: {err}") from None
 
-    progress = Progress()
+    progress = Progress(sole_target)
     returncode = 0
+    interrupted = False
     try:
         lines = docker.buildx.bake(
             targets=list(targets), files=[str(plan_file), *map(str, extra_files)], push=push, load=load,
@@ -200,8 +217,12 @@ def bake(
         stderr = (err.stderr or "").strip()
         if not progress.last_error and stderr:
             progress.last_error = stderr.splitlines()[-1]
-    except FileNotFoundError as err:
+    except (FileNotFoundError, ClientNotFoundError) as err:
         raise EngineError(f"the docker CLI was not found: {err}") from None
+    except KeyboardInterrupt:
+        interrupted, returncode = True, 130
+        _stop_children()
+        progress.last_error = "interrupted: buildx was told to cancel"
 
     metadata: Dict[str, dict] = {}
     if metadata_file.is_file():
@@ -211,7 +232,39 @@ def bake(
             metadata = {}
     return BakeRun(returncode=returncode, failed=list(dict.fromkeys(progress.failed)), metadata=metadata,
                    error=progress.last_error, steps=progress.steps.counts(),
-                   failed_steps=list(dict.fromkeys(progress.failed_steps)), exported=dict(progress.exported))
+                   failed_steps=list(dict.fromkeys(progress.failed_steps)), exported=dict(progress.exported),
+                   interrupted=interrupted)
+
+
+def _stop_children(timeout: float = 20.0) -> None:
+    """Send SIGINT to this process's children (the ``docker buildx bake`` python-on-whales started;
+    buildx cancels its builds on SIGINT) and reap them, waiting up to ``timeout`` seconds.
+    Linux's ``/proc/<pid>/task/<tid>/children`` lists them."""
+    import glob
+    import signal
+    import time
+
+    children = set()
+    for path in glob.glob(f"/proc/{os.getpid()}/task/*/children"):
+        try:
+            with open(path) as handle:
+                children.update(int(pid) for pid in handle.read().split())
+        except OSError:
+            continue
+    for pid in children:
+        try:
+            os.kill(pid, signal.SIGINT)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout
+    while children and time.monotonic() < deadline:
+        for pid in list(children):
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    children.discard(pid)
+            except ChildProcessError:
+                children.discard(pid)
+        time.sleep(0.1)
 
 
 def build_record(ref: str) -> Optional[dict]:
@@ -220,14 +273,14 @@ def build_record(ref: str) -> Optional[dict]:
 
     :returns: the record, or ``None`` when this buildx or builder keeps no history.
     """
-    from python_on_whales import DockerException, docker
+    from python_on_whales import docker
     from python_on_whales.utils import run
 
     build_id = ref.rsplit("/", 1)[-1]  # "builder/node/id"
     try:
         out = run(docker.docker_cmd + ["buildx", "history", "inspect", build_id, "--format", "json"])
         return json.loads(out)
-    except (DockerException, ValueError, FileNotFoundError):
+    except Exception:  # no history (old buildx, other driver), or no docker CLI: no duration
         return None
 
 
@@ -235,11 +288,15 @@ def engine_reachable() -> bool:
     """True when ``docker info`` answers (``DOCKER_HOST`` is honoured)."""
     from python_on_whales import DockerException, docker
 
+    from python_on_whales.client_config import ClientNotFoundError
+
     try:
         docker.info()
         return True
     except (DockerException, FileNotFoundError):
         return False
+    except ClientNotFoundError as err:
+        raise EngineError(f"the docker CLI was not found: {err}") from None
 
 
 def _last_line(err) -> str:
@@ -254,6 +311,7 @@ def image_exists(ref: str) -> bool:
     :raises EngineError: the docker CLI is missing.
     """
     from python_on_whales import DockerException, docker
+    from python_on_whales.client_config import ClientNotFoundError
 
     try:
         docker.buildx.imagetools.inspect(ref)
@@ -263,7 +321,7 @@ def image_exists(ref: str) -> bool:
         if last.endswith("not found") or "manifest unknown" in last or "name unknown" in last.lower():
             return False
         raise RegistryError(f"cannot check {ref}: {last}") from None
-    except FileNotFoundError as err:
+    except (FileNotFoundError, ClientNotFoundError) as err:
         raise EngineError(f"the docker CLI was not found: {err}") from None
 
 

@@ -6,10 +6,12 @@ tests can make their own (pluggy's eggsample layout).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import difflib
 import re
+import sys
 from importlib import metadata
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -51,8 +53,11 @@ def get_plugin_manager(
             if pm.get_plugin(ep.name) is not None or pm.is_blocked(ep.name):
                 continue
             try:
-                plugin = ep.load()
-            except Exception as err:  # a broken third-party package must not give a traceback
+                with _stdout_to_stderr():
+                    plugin = ep.load()
+            except KeyboardInterrupt:
+                raise
+            except BaseException as err:  # a broken third-party package must not give a traceback
                 dist = _dist_name(ep) or "?"
                 raise PluginError(
                     f"plugin '{ep.name}' (from {dist}, {ep.value}) failed to load: {type(err).__name__}: {err}"
@@ -120,10 +125,13 @@ class Hooks:
         for impl in reversed(self.pm.hook.bake_plan_stages.get_hookimpls()):
             plugin = plugin_label(impl)
             try:
-                returned = impl.function()
+                with _stdout_to_stderr():
+                    returned = impl.function()
             except TypeError as err:
                 raise PluginError(_constructor_error(plugin, err)) from None
-            except Exception as err:
+            except KeyboardInterrupt:
+                raise
+            except BaseException as err:  # SystemExit, GeneratorExit: still the plugin's, one line
                 raise PluginError(f"plugin '{plugin}' raised {type(err).__name__} in bake_plan_stages: {err}") from None
             if returned is None:
                 continue
@@ -152,14 +160,20 @@ class Hooks:
         impls = caller.get_hookimpls()
         if any(impl.hookwrapper or impl.wrapper for impl in impls):
             try:
-                return caller(**kwargs), None
-            except Exception as err:
+                with _stdout_to_stderr():
+                    return caller(**kwargs), None
+            except KeyboardInterrupt:
+                raise
+            except BaseException as err:
                 raise PluginError(f"a plugin raised {type(err).__name__} in {hook}{where}: {err}") from None
         answers = []
         for impl in reversed(impls):
             try:
-                answer = impl.function(*[kwargs[name] for name in impl.argnames])
-            except Exception as err:
+                with _stdout_to_stderr():
+                    answer = impl.function(*[kwargs[name] for name in impl.argnames])
+            except KeyboardInterrupt:
+                raise
+            except BaseException as err:
                 raise PluginError(
                     f"plugin '{plugin_label(impl)}' raised {type(err).__name__} in {hook}{where}: {err}"
                 ) from None
@@ -243,3 +257,9 @@ def _constructor_error(plugin: str, err: TypeError) -> str:
     if match and match.group(1) in _MODEL:
         return f"plugin '{plugin}': {match.group(1)}() needs the field(s) {match.group(2)}"
     return generic
+
+
+def _stdout_to_stderr():
+    """While plugin code runs, what it prints goes to stderr: stdout carries plans (``-o -``) and
+    JSON (``matrix``) that a stray ``print`` would corrupt."""
+    return contextlib.redirect_stdout(sys.stderr)

@@ -1,0 +1,141 @@
+"""What a new user broke, fixed: each finding of the fresh-install review is a test here."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from bake.api import make_plan
+from bake.compose import PlanOptions
+from bake.publish import manifests
+
+DATE = datetime.date(2026, 11, 29)
+SLEEPER = """
+import os
+from bake import Stage, hookimpl
+@hookimpl
+def bake_plan_stages():
+    return [Stage(name="sleeper", image="sleeper", kind="single", context=os.path.dirname(__file__),
+                  base_image="busybox:1.36", platforms=("linux/amd64",), args={"NONCE": os.environ["NONCE"]},
+                  dockerfile_inline="ARG BASE_IMAGE=busybox:1.36\\nFROM ${BASE_IMAGE}\\nARG NONCE\\n"
+                                    "RUN echo started && sleep 60\\n")]
+"""
+
+
+def _console_script() -> str:
+    """The installed ``bake-plan`` (for runs that need their own stdout or signals)."""
+    import shutil
+    import sys
+
+    beside = Path(sys.executable).parent / "bake-plan"
+    return str(beside) if beside.exists() else shutil.which("bake-plan")
+
+
+def test_base_image_latest_is_also_set_without_the_tag():
+    """bake keeps a context name as written, the frontend looks `FROM x:latest` up as `x`."""
+    plan = make_plan(PlanOptions(targets=("base",), date=DATE,
+                                 base_images=(("nvidia/cuda:latest", "localhost:5555/stand-in/python:bookworm"),))).plan
+    contexts = plan["target"]["base-mealkit"]["contexts"]
+    assert contexts["nvidia/cuda:latest"] == contexts["nvidia/cuda"] == "docker-image://localhost:5555/stand-in/python:bookworm"
+
+
+def test_publish_for_one_platform_asks_for_single_suffixes():
+    composition = make_plan(PlanOptions(targets=("base",), date=DATE, platforms=("linux/amd64",), per_arch=False))
+    wanted = {m.tag: m.sources for m in manifests(composition)}
+    assert wanted["ghcr.io/nvidia/base:latest"] == ["ghcr.io/nvidia/base:latest-amd64"]
+
+
+def test_build_without_a_docker_cli_is_one_line(cli, tmp_path):
+    env = dict(os.environ, PATH=str(Path(os.__file__).parent))  # no docker anywhere on PATH
+    proc = cli("build", "--target", "jax", cwd=tmp_path, env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("bake-plan: error: the docker CLI was not found")
+
+
+@pytest.mark.parametrize("command", [["stages"], ["--target", "base", "-o", "-"], ["matrix", "--target", "jax"]])
+def test_stdout_on_a_full_disk_is_one_line(cli, tmp_path, command):
+    bake_plan = _console_script()
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([bake_plan, *command], stdout=full, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                              timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "bake-plan: error: cannot write the output: No space left on device"
+
+
+def test_a_plugin_that_prints_does_not_corrupt_stdout(cli, make_plugin, tmp_path):
+    site = make_plugin("""
+print("hello from import")
+from bake import hookimpl
+@hookimpl
+def bake_plan_stages():
+    print("hello from the hook")
+    return []
+""", name="chatty")
+    plan = cli("--target", "jax", "--format", "json", "-o", "-", pythonpath=[site], cwd=tmp_path, check=True)
+    assert json.loads(plan.stdout)["target"]["jax"]
+    assert "hello from the hook" in plan.stderr
+    matrix = cli("matrix", "--target", "jax", pythonpath=[site], cwd=tmp_path, check=True)
+    assert json.loads(matrix.stdout)["include"]
+
+
+@pytest.mark.parametrize("raised", ["SystemExit(5)", "GeneratorExit('odd')"])
+def test_a_plugin_raising_a_base_exception_is_one_line(cli, make_plugin, tmp_path, raised):
+    site = make_plugin(f"""
+from bake import hookimpl
+@hookimpl
+def bake_plan_stages():
+    raise {raised}
+""", name="exits")
+    proc = cli("--target", "jax", pythonpath=[site], cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert proc.stderr.startswith(f"bake-plan: error: plugin 'exits' raised {raised.split('(')[0]}")
+
+
+def test_argparse_errors_have_one_prefix(cli, tmp_path):
+    proc = cli("--target", "jax", "--no-such-flag", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "bake-plan: error: unrecognized arguments: --no-such-flag"
+
+
+def test_missing_sources_manifest_names_the_option(cli, tmp_path):
+    proc = cli("--target", "base", "--sources", str(tmp_path / "nope.toml"), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"bake-plan: error: --sources {tmp_path / 'nope.toml'}: no such file (the sources manifest)"
+
+
+@pytest.mark.engine
+def test_sigterm_cancels_the_build_and_writes_the_sitrep(engine, make_plugin, tmp_path):
+    site = make_plugin(SLEEPER, name="sleeper")
+    bake_plan = _console_script()
+    env = dict(os.environ, PYTHONPATH=str(site), NONCE=uuid.uuid4().hex)
+    proc = subprocess.Popen([bake_plan, "build", "--target", "sleeper", "--registry", f"{engine.registry}/sig",
+                             "--base-image", f"busybox:1.36={engine.registry}/stand-in/busybox:latest",
+                             "--sitrep-dir", "sitrep"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    seen = []
+    deadline = time.monotonic() + 120
+    for line in proc.stdout:  # wait until the long step runs
+        seen.append(line)
+        if "echo started" in line and "RUN" in line or time.monotonic() > deadline:
+            break
+    time.sleep(1)
+    proc.send_signal(signal.SIGTERM)
+    rest = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 130, "".join(seen) + rest
+    sitrep = json.loads((tmp_path / "sitrep" / "sitrep.json").read_text())
+    assert sitrep["interrupted"] is True and sitrep["outcome"] == "fail"
+    assert sitrep["targets"]["sleeper"]["outcome"] == "not built"
+    # buildx was cancelled with bake-plan, not left running as an orphan.
+    leftover = subprocess.run(["pgrep", "-f", f"bake.*{tmp_path}"], capture_output=True, text=True).stdout.split()
+    assert not [pid for pid in leftover if pid != str(os.getpid())]
