@@ -520,7 +520,8 @@ class Settings:
         """Entry-point names not to load: ``plugins.disable``, and with ``plugins.enable`` every
         other installed one (bake-plan's own policies always load).
 
-        :raises ConfigError: a name that is not an installed plugin, or a core plugin disabled.
+        :raises ConfigError: a name that is not an installed plugin, a core plugin disabled, or
+            every plugin that declares stages blocked.
         """
         from bake.plugins import CORE_PLUGINS
 
@@ -538,6 +539,13 @@ class Settings:
         blocked = set(self["plugins.disable"])
         if self["plugins.enable"] is not None:
             blocked |= set(installed) - set(self["plugins.enable"]) - set(CORE_PLUGINS)
+        families = [name for name in installed if name not in CORE_PLUGINS]
+        if families and blocked >= set(families):
+            key = "plugins.enable" if self["plugins.enable"] is not None else "plugins.disable"
+            raise ConfigError(
+                f"{self.values[key].source}: no plugin is enabled: {key.split('.')[1]} leaves only bake-plan's own "
+                f"(installed: {', '.join(families)})"
+            )
         return sorted(blocked)
 
     def plugin_manager(self):
@@ -614,13 +622,16 @@ def _toml_value(value: Any) -> str:
 
 def to_toml(settings: Settings) -> str:
     """The merged configuration as a ``bake-plan.toml`` (valid TOML), each value followed by a
-    comment naming its source; unset values are comments. ``date`` is the resolved day."""
+    comment naming its source; unset values are comments. ``date`` is the policy (``auto``), with
+    the day it gives today in its comment."""
     origin = settings.file.name if settings.file else "no configuration file"
     lines = [f"# bake-plan configuration: built-in defaults < {origin} < command line", ""]
     rows: List[Tuple[str, str]] = []
     for key in FLAGS:
-        setting = settings.date() if key == "date" else settings.values[key]
-        if setting.value is None:
+        setting = settings.values[key]
+        if key == "date":  # the policy, so that the output reads back the same; the day in the comment
+            rows.append((f"date = {_toml_value(setting.value)}", _date_comment(settings)))
+        elif setting.value is None:
             rows.append((f"# {key} is not set", setting.source))
         else:
             rows.append((f"{key} = {_toml_value(setting.value)}", setting.source))
@@ -641,6 +652,16 @@ def to_toml(settings: Settings) -> str:
     for text, source in rows:
         lines.append(f"{text:<{width}}  # {source}".rstrip() if source else text)
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _date_comment(settings: Settings) -> str:
+    """``default; today: 2026-11-29`` or ``bake-plan.toml; env SOURCE_DATE_EPOCH: 2023-11-14``; just
+    the source when the policy is a day."""
+    policy = settings.values["date"]
+    if _DATE.match(policy.value):
+        return policy.source
+    day = settings.date()
+    return f"{policy.source}; {ENV_EPOCH if day.source == ENV_EPOCH else 'today'}: {day.value.isoformat()}"
 
 
 def to_json(settings: Settings) -> str:

@@ -365,3 +365,52 @@ def test_contradictory_plugin_selection(cli, tmp_path, text, needles):
     (tmp_path / "bake-plan.toml").write_text(text)
     assert_one_line_error(cli("config", cwd=tmp_path), *needles)
     assert_one_line_error(cli("--target", "jax", cwd=tmp_path), *needles)
+
+
+@pytest.mark.parametrize("table, needles", [
+    ('[stages.xla-ci]\nvariants = { pyth = ["3.10"] }\n',
+     ["bake-plan.toml:stages.xla-ci: variants: stage 'xla-ci' has no axis 'pyth'", "did you mean 'python'?",
+      "variant-format 'dev-{python}_cuda_{cuda}'"]),
+    ('[stages.xla-ci]\nvariants = { rocm = ["6.0"] }\nvariant-format = "dev-{python}_cuda_{cuda}"\n',
+     ["has no axis 'rocm'", "its axes: python, cuda"]),
+    ('[stages.jax]\nvariants = { python = ["3.10", "3.12"], extra = ["1"] }\nvariant-format = "py{python}"\n',
+     ["bake-plan.toml:stages.jax: variants: axis 'extra' does not appear in variant-format 'py{python}'"]),
+])
+def test_override_axes_must_be_declared_or_in_the_variant_format(cli, tmp_path, table, needles):
+    (tmp_path / "bake-plan.toml").write_text(table)
+    assert_one_line_error(cli("--target", "xla-ci", cwd=tmp_path, env=ENV), *needles)
+
+
+def test_override_may_add_an_axis_the_variant_format_shows(cli, tmp_path):
+    write(tmp_path / "bake-plan.toml", """
+    [stages.xla-ci]
+    variants = { rocm = ["6.0", "6.1"] }
+    variant-format = "dev-{python}_cuda_{cuda}_rocm{rocm}"
+    """)
+    jobs = json.loads(cli("matrix", "--target", "xla-ci", cwd=tmp_path, env=ENV, check=True).stdout)["include"]
+    assert [j["id"] for j in jobs] == ["xla-ci-6.0/amd64", "xla-ci-6.1/amd64"]
+
+
+def test_enabling_only_bake_plans_own_plugin_is_an_error(cli, tmp_path):
+    write(tmp_path / "bake-plan.toml", '[plugins]\nenable = ["default-policies"]\n')
+    assert_one_line_error(cli("--target", "jax", cwd=tmp_path), "bake-plan.toml:plugins: no plugin is enabled",
+                          "installed: ")
+
+
+def test_printed_date_is_the_policy_with_the_day_in_the_comment(cli, tmp_path):
+    text = cli("config", cwd=tmp_path, env=ENV, check=True).stdout
+    line = next(line for line in text.splitlines() if line.startswith("date"))
+    assert line.startswith('date = "auto"') and "# default; today: 20" in line
+    assert tomllib.loads(text)["date"] == "auto"
+    env = dict(ENV, SOURCE_DATE_EPOCH="1700000000")
+    write(tmp_path / "bake-plan.toml", 'date = "today"\n')
+    text = cli("config", cwd=tmp_path, env=env, check=True).stdout
+    assert 'date = "today"' in text and "# bake-plan.toml; today: 20" in text
+    write(tmp_path / "bake-plan.toml", "")
+    text = cli("config", cwd=tmp_path, env=env, check=True).stdout
+    assert 'date = "auto"' in text and "# default; env SOURCE_DATE_EPOCH: 2023-11-14" in text
+    # Read back elsewhere (without the variable), it is still auto: the day is not frozen.
+    write(tmp_path / "again" / "bake-plan.toml", text)
+    assert merged(cli, tmp_path / "again")["settings"]["date"]["value"] != "2023-11-14"
+    write(tmp_path / "bake-plan.toml", 'date = "2026-11-29"\n')
+    assert 'date = "2026-11-29"' in cli("config", cwd=tmp_path, env=env, check=True).stdout
