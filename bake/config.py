@@ -3,8 +3,10 @@ command line, every value remembering where it came from.
 
 Finding the file: ``--config FILE`` if given; else, from the current directory up to the
 filesystem root, the first directory holding ``bake-plan.toml`` (its top-level keys) or a
-``pyproject.toml`` with a ``[tool.bake-plan]`` table (one without is skipped), ``bake-plan.toml``
-first (ruff's and black's search, with their precedence of the tool's own file).
+``pyproject.toml`` with a ``[tool.bake-plan]`` table (one without is skipped, one with a misspelt
+``[tool.bake_plan]`` is an error), ``bake-plan.toml`` first (ruff's and black's search, with their
+precedence of the tool's own file). A name that exists but is not a regular file (a directory, a
+FIFO, a dangling symlink, a loop) is an error, not skipped; ``/dev/null`` is an empty file.
 
 Precedence: a command-line flag beats the file; the file beats the built-in default. Each merged
 value carries its source: ``default``, ``<file>:<table>``, ``--flag`` or ``env SOURCE_DATE_EPOCH``.
@@ -13,7 +15,7 @@ Keys (``bake-plan config`` prints them merged)::
 
     registry = "ghcr.io/acme"                 # --registry
     platforms = ["linux/amd64", "linux/arm64"] # --platform
-    date = "auto"   # --date: auto (SOURCE_DATE_EPOCH, else today) | today | source-date-epoch | YYYY-MM-DD
+    date = "auto"   # --date: auto (SOURCE_DATE_EPOCH, else today) | today | source-date-epoch | YYYY-MM-DD (or a TOML date)
     targets = ["upstream-pax"]                 # --target, when none is given
     base-images = { "python:3.11" = "mirror.example/python:3.11" }   # --base-image
     cache-from-branch = "main"                 # --cache-from-branch
