@@ -3,8 +3,10 @@ command line, every value remembering where it came from.
 
 Finding the file: ``--config FILE`` if given; else, from the current directory up to the
 filesystem root, the first directory holding ``bake-plan.toml`` (its top-level keys) or a
-``pyproject.toml`` with a ``[tool.bake-plan]`` table (one without is skipped), ``bake-plan.toml``
-first (ruff's and black's search, with their precedence of the tool's own file).
+``pyproject.toml`` with a ``[tool.bake-plan]`` table (one without is skipped, one with a misspelt
+``[tool.bake_plan]`` is an error), ``bake-plan.toml`` first (ruff's and black's search, with their
+precedence of the tool's own file). A name that exists but is not a regular file (a directory, a
+FIFO, a dangling symlink, a loop) is an error, not skipped; ``/dev/null`` is an empty file.
 
 Precedence: a command-line flag beats the file; the file beats the built-in default. Each merged
 value carries its source: ``default``, ``<file>:<table>``, ``--flag`` or ``env SOURCE_DATE_EPOCH``.
@@ -13,7 +15,7 @@ Keys (``bake-plan config`` prints them merged)::
 
     registry = "ghcr.io/acme"                 # --registry
     platforms = ["linux/amd64", "linux/arm64"] # --platform
-    date = "auto"   # --date: auto (SOURCE_DATE_EPOCH, else today) | today | source-date-epoch | YYYY-MM-DD
+    date = "auto"   # --date: auto (SOURCE_DATE_EPOCH, else today) | today | source-date-epoch | YYYY-MM-DD (or a TOML date)
     targets = ["upstream-pax"]                 # --target, when none is given
     base-images = { "python:3.11" = "mirror.example/python:3.11" }   # --base-image
     cache-from-branch = "main"                 # --cache-from-branch
@@ -41,9 +43,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import errno
 import json
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -66,15 +70,16 @@ DATE_POLICIES = ("auto", "today", "source-date-epoch")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}\Z")
 _IMAGE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*\Z")
 
-# The schema. Leaves are shapes: "str", "strs" (list of strings), "table" (string → string),
-# "axes" (string → list of strings); a dict is a sub-table; STAGE_TABLE is one per stage name.
+# The schema. Leaves are shapes: "str", "date" (a string or a TOML date), "strs" (list of strings),
+# "table" (string → string), "axes" (string → list of strings); a dict is a sub-table;
+# ("each", sub-schema) is a table of them by name (one per stage, per source).
 _SOURCE = {"url": "str", "ref": "str"}
 _STAGE = {"args": "table", "sources": ("each", _SOURCE), "base-image": "str", "variants": "axes",
           "variant-format": "str", "variant-args": "table"}
 SCHEMA: Dict[str, Any] = {
     "registry": "str",
     "platforms": "strs",
-    "date": "str",
+    "date": "date",
     "targets": "strs",
     "base-images": "table",
     "cache-from-branch": "str",
@@ -139,25 +144,87 @@ class Setting:
 
 
 def display_path(path: Path) -> str:
+    """``path`` relative to the current directory when inside it. Only the directory is resolved,
+    so a symlink shows as itself (a dangling one or a loop too)."""
+    path = Path(path)
     try:
-        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
+        full = path.parent.resolve() / path.name
+        return str(full.relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError, RuntimeError):
         return str(path)
+
+
+def _not_a_file(path: Path) -> Optional[str]:
+    """Why ``path`` cannot be read as a configuration file, or ``None`` when it can: a regular
+    file (following symlinks), or ``/dev/null`` (an empty configuration)."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            return f"is a dangling symlink (to {os.readlink(path)})"
+        return "no such file"
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return "is a symlink loop"
+        return f"cannot read: {err.strerror or err}"
+    if stat.S_ISREG(info.st_mode):
+        return None
+    if stat.S_ISDIR(info.st_mode):
+        return "is a directory"
+    try:
+        if os.path.samestat(info, os.stat(os.devnull)):
+            return None
+    except OSError:  # pragma: no cover - no /dev/null
+        pass
+    kinds = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"))
+    kind = next((name for test, name in kinds if test(info.st_mode)), "not a file")
+    return f"is not a regular file ({kind})"
+
+
+def _misspelt_table(data: dict) -> Optional[str]:
+    """A ``[tool.*]`` table of a ``pyproject.toml`` that looks meant for bake-plan (``bake_plan``,
+    ``bakeplan``, ``Bake-Plan``) when ``[tool.bake-plan]`` itself is absent."""
+    tool = data.get("tool")
+    if not isinstance(tool, dict) or PYPROJECT_TABLE[1] in tool:
+        return None
+    for key in tool:
+        if re.sub(r"[-_.\s]", "", key.lower()) == "bakeplan":
+            return key
+    return None
+
+
+def _no_table(path: Path, data: dict) -> Optional[ConfigError]:
+    """The error for a ``pyproject.toml`` with a misspelt ``[tool.bake-plan]``, else ``None``."""
+    near = _misspelt_table(data)
+    if near is None:
+        return None
+    return ConfigError(f"{display_path(path)}: [tool.{_bare_or_quoted(near)}] is not read; did you mean [tool.bake-plan]?")
 
 
 def find_config(start: Path) -> Optional[Path]:
     """The configuration file for ``start``: walking up to the filesystem root, the first
     ``bake-plan.toml``, or ``pyproject.toml`` with a ``[tool.bake-plan]`` table.
 
-    :raises ConfigError: a ``pyproject.toml`` on the way is unreadable or not TOML.
+    :raises ConfigError: a ``bake-plan.toml`` or ``pyproject.toml`` on the way exists (or is a
+        symlink) but is not a readable regular file (a directory, FIFO, dangling symlink, loop),
+        is not TOML, or is a ``pyproject.toml`` with a misspelt table (``[tool.bake_plan]``).
     """
     for directory in [start, *start.parents]:
-        own = directory / CONFIG_FILE
-        if own.is_file():
-            return own
-        pyproject = directory / PYPROJECT
-        if pyproject.is_file() and _table(_read_toml(pyproject), PYPROJECT_TABLE) is not None:
-            return pyproject
+        for candidate in (directory / CONFIG_FILE, directory / PYPROJECT):
+            if not os.path.lexists(candidate):
+                continue
+            reason = _not_a_file(candidate)
+            if reason is not None:
+                raise ConfigError(f"{display_path(candidate)}: {reason}")
+            if candidate.name == CONFIG_FILE:
+                return candidate
+            data = _read_toml(candidate)
+            if _table(data, PYPROJECT_TABLE) is not None:
+                return candidate
+            error = _no_table(candidate, data)
+            if error is not None:
+                raise error
     return None
 
 
@@ -165,13 +232,14 @@ def load(path: Optional[str] = None, start: Optional[Path] = None) -> Optional[F
     """Read the configuration: ``path`` (``--config``) or the one :func:`find_config` finds.
 
     :returns: the checked file, or ``None`` when there is none.
-    :raises ConfigError: the file is missing (``--config``), unreadable, not TOML, has no
-        ``[tool.bake-plan]`` (an explicit ``pyproject.toml``), or breaks the schema.
+    :raises ConfigError: the file is missing (``--config``), not a regular file, unreadable, not
+        TOML, has no ``[tool.bake-plan]`` (an explicit ``pyproject.toml``), or breaks the schema.
     """
     if path is not None:
         found = Path(path)
-        if not found.is_file():
-            raise ConfigError(f"--config {path}: no such file")
+        reason = _not_a_file(found)
+        if reason is not None:
+            raise ConfigError(f"--config {path}: {reason}")
     else:
         found = find_config((start or Path.cwd()).resolve())
         if found is None:
@@ -180,21 +248,27 @@ def load(path: Optional[str] = None, start: Optional[Path] = None) -> Optional[F
     if found.name == PYPROJECT:
         table = _table(data, PYPROJECT_TABLE)
         if table is None:
-            raise ConfigError(f"{display_path(found)}: no [tool.bake-plan] table")
+            raise _no_table(found, data) or ConfigError(f"{display_path(found)}: no [tool.bake-plan] table")
         config = FileConfig(found, ".".join(PYPROJECT_TABLE), table)
     else:
         config = FileConfig(found, "", data)
     _check(config, config.data, SCHEMA, ())
+    _check_plugins(config)
     return config
 
 
 def _read_toml(path: Path) -> dict:
+    """The file's TOML (UTF-8; a leading byte-order mark is dropped, as editors on Windows write one)."""
     try:
         with open(path, "rb") as handle:
-            return tomllib.load(handle)
+            raw = handle.read()
     except OSError as err:
         raise ConfigError(f"{display_path(path)}: cannot read: {err.strerror or err}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+    try:
+        return tomllib.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{display_path(path)}: not UTF-8: {err}") from None
+    except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{display_path(path)}: not valid TOML: {err}") from None
 
 
@@ -207,11 +281,19 @@ def _table(data: dict, keys: Sequence[str]):
 
 
 def _check(config: FileConfig, data: Any, schema: Any, keys: Tuple[str, ...]) -> None:
-    """Every key known, every value of its shape; else one line naming file, table and key."""
-    def fail(msg: str) -> ConfigError:
+    """Every key known, every value of its shape; else one line naming file, table and key (and
+    the offending element: ``targets[0]``, ``args.GREETING``, ``variants.python``)."""
+    def fail(msg: str, element: str = "") -> ConfigError:
         table = ".".join(k for k in (config.table, *keys[:-1]) if k)
         where = f"[{table}] " if table else ""
-        return ConfigError(f"{config.name}: {where}{keys[-1] if keys else ''}{': ' if keys else ''}{msg}")
+        key = f"{keys[-1] if keys else ''}{element}"
+        return ConfigError(f"{config.name}: {where}{key}{': ' if key else ''}{msg}")
+
+    def string(value: Any, element: str) -> None:
+        if not isinstance(value, str):
+            raise fail(_not_a_string(value), element)
+        if not value:
+            raise fail("empty string", element)
 
     if isinstance(schema, dict):
         if not isinstance(data, dict):
@@ -231,25 +313,66 @@ def _check(config: FileConfig, data: Any, schema: Any, keys: Tuple[str, ...]) ->
         for name, value in data.items():
             _check(config, value, schema[1], keys + (name,))
     elif schema == "str":
-        if not isinstance(data, str) or not data:
-            raise fail(f"expected a non-empty string, got {_type(data)}")
+        string(data, "")
+    elif schema == "date":  # a string (a policy or YYYY-MM-DD) or a TOML date
+        is_day = isinstance(data, datetime.date) and not isinstance(data, datetime.datetime)
+        if not is_day and not isinstance(data, str):
+            raise fail(f"expected a string or a date such as 2026-11-29, got {_type(data)}")
+        if not is_day:
+            string(data, "")
     elif schema == "strs":
-        if not isinstance(data, list) or not all(isinstance(v, str) and v for v in data):
+        if not isinstance(data, list):
             raise fail(f"expected a list of strings, got {_type(data)}")
+        for i, value in enumerate(data):
+            string(value, f"[{i}]")
     elif schema == "table":
-        if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+        if not isinstance(data, dict):
             raise fail(f"expected a table of strings, got {_type(data)}")
+        for name, value in data.items():
+            if not isinstance(value, str):
+                raise fail(_not_a_string(value), f".{_bare_or_quoted(name)}")
     elif schema == "axes":
-        if not isinstance(data, dict) or not all(
-            isinstance(v, list) and v and all(isinstance(x, str) for x in v) for v in data.values()
-        ):
+        if not isinstance(data, dict):
             raise fail(f"expected a table of axis = [values], got {_type(data)}")
+        for axis, values in data.items():
+            element = f".{_bare_or_quoted(axis)}"
+            if not isinstance(values, list):
+                raise fail(f"expected a list of values, got {_type(values)}", element)
+            if not values:
+                raise fail("no values", element)
+            for i, value in enumerate(values):
+                string(value, f"{element}[{i}]")
+
+
+def _check_plugins(config: FileConfig) -> None:
+    """``[plugins]``: ``enable`` names at least one plugin, and no plugin is both enabled and disabled."""
+    plugins = config.data.get("plugins", {})
+    enable, disable = _names(plugins.get("enable", ())), _names(plugins.get("disable", ()))
+    where = f"{config.name}: [{'.'.join(k for k in (config.table, 'plugins') if k)}]"
+    if "enable" in plugins and not enable:
+        raise ConfigError(f"{where} enable: empty, so no plugin is enabled (leave enable out to load every installed plugin)")
+    both = [name for name in enable if name in disable]
+    if both:
+        raise ConfigError(f"{where} plugin '{both[0]}' is both in enable and in disable")
 
 
 def _type(value: Any) -> str:
     names = {str: "a string", list: "a list", dict: "a table", bool: "a boolean", int: "an integer",
-             float: "a number"}
+             float: "a number", datetime.date: "a date", datetime.datetime: "a date-time", datetime.time: "a time"}
     return names.get(type(value), type(value).__name__)
+
+
+def _not_a_string(value: Any) -> str:
+    """``5 is an integer, expected a string`` (the value shown as TOML when it is a scalar)."""
+    if isinstance(value, bool):
+        shown = "true" if value else "false"
+    elif isinstance(value, (int, float)):
+        shown = repr(value)
+    elif isinstance(value, (datetime.date, datetime.time)):
+        shown = value.isoformat()
+    else:
+        return f"expected a string, got {_type(value)}"
+    return f"{shown} is {_type(value)}, expected a string"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -332,6 +455,8 @@ def _normalise(key: str, value: Any, where: str) -> Any:
     if key == "platforms":
         return parse_platforms(value, where)
     if key == "date":
+        if isinstance(value, datetime.date):  # a TOML date: that day
+            return value.isoformat()
         return parse_date_policy(value, where)
     if key == "base-images":
         return parse_base_images(list(value.items()), where)
@@ -397,7 +522,8 @@ class Settings:
         """Entry-point names not to load: ``plugins.disable``, and with ``plugins.enable`` every
         other installed one (bake-plan's own policies always load).
 
-        :raises ConfigError: a name that is not an installed plugin, or a core plugin disabled.
+        :raises ConfigError: a name that is not an installed plugin, a core plugin disabled, or
+            every plugin that declares stages blocked.
         """
         from bake.plugins import CORE_PLUGINS
 
@@ -415,6 +541,13 @@ class Settings:
         blocked = set(self["plugins.disable"])
         if self["plugins.enable"] is not None:
             blocked |= set(installed) - set(self["plugins.enable"]) - set(CORE_PLUGINS)
+        families = [name for name in installed if name not in CORE_PLUGINS]
+        if families and blocked >= set(families):
+            key = "plugins.enable" if self["plugins.enable"] is not None else "plugins.disable"
+            raise ConfigError(
+                f"{self.values[key].source}: no plugin is enabled: {key.split('.')[1]} leaves only bake-plan's own "
+                f"(installed: {', '.join(families)})"
+            )
         return sorted(blocked)
 
     def plugin_manager(self):
@@ -491,13 +624,16 @@ def _toml_value(value: Any) -> str:
 
 def to_toml(settings: Settings) -> str:
     """The merged configuration as a ``bake-plan.toml`` (valid TOML), each value followed by a
-    comment naming its source; unset values are comments. ``date`` is the resolved day."""
+    comment naming its source; unset values are comments. ``date`` is the policy (``auto``), with
+    the day it gives today in its comment."""
     origin = settings.file.name if settings.file else "no configuration file"
     lines = [f"# bake-plan configuration: built-in defaults < {origin} < command line", ""]
     rows: List[Tuple[str, str]] = []
     for key in FLAGS:
-        setting = settings.date() if key == "date" else settings.values[key]
-        if setting.value is None:
+        setting = settings.values[key]
+        if key == "date":  # the policy, so that the output reads back the same; the day in the comment
+            rows.append((f"date = {_toml_value(setting.value)}", _date_comment(settings)))
+        elif setting.value is None:
             rows.append((f"# {key} is not set", setting.source))
         else:
             rows.append((f"{key} = {_toml_value(setting.value)}", setting.source))
@@ -518,6 +654,16 @@ def to_toml(settings: Settings) -> str:
     for text, source in rows:
         lines.append(f"{text:<{width}}  # {source}".rstrip() if source else text)
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _date_comment(settings: Settings) -> str:
+    """``default; today: 2026-11-29`` or ``bake-plan.toml; env SOURCE_DATE_EPOCH: 2023-11-14``; just
+    the source when the policy is a day."""
+    policy = settings.values["date"]
+    if _DATE.match(policy.value):
+        return policy.source
+    day = settings.date()
+    return f"{policy.source}; {ENV_EPOCH if day.source == ENV_EPOCH else 'today'}: {day.value.isoformat()}"
 
 
 def to_json(settings: Settings) -> str:

@@ -8,7 +8,8 @@ plugin declared, without touching the plugin:
 - ``base-image``: the external image a root stage starts from;
 - ``variants``: axes merged over the stage's own (an axis given here replaces its values);
   ``variant-format`` and ``variant-args`` as on :class:`bake.stage.Stage`. Variants added to a
-  stage with a fixed ``variant`` tag replace it.
+  stage with a fixed ``variant`` tag replace it. An axis the stage does not declare must appear
+  in the ``variant-format`` in force (so ``pyth`` for ``python`` is an error naming ``python``).
 
 Each overridden stage is validated again, so a bad value is an error naming the file and table.
 """
@@ -20,7 +21,7 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 from bake.errors import ConfigError, StageError, did_you_mean
 from bake.stage import Stage, validate
-from bake.variants import expand
+from bake.variants import _FIELD, expand
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +81,7 @@ def apply_overrides(stages: Dict[str, Stage], overrides: Sequence[StageOverride]
                 )
             changes["base_image"] = override.base_image
         if override.variants:
+            _check_axes(stage, override)
             changes["variants"] = {**stage.variants, **override.variants}
             changes["variant"] = None
         if override.variant_format is not None:
@@ -92,6 +94,26 @@ def apply_overrides(stages: Dict[str, Stage], overrides: Sequence[StageOverride]
         except StageError as err:
             raise ConfigError(f"{override.where}: {err}") from None
     return out
+
+
+def _check_axes(stage: Stage, override: StageOverride) -> None:
+    """An axis the stage does not declare may be added only when the variant tag shows it: it is
+    in the ``variant-format`` in force (the override's, else the stage's). Without one, the tag is
+    made of every axis. So a misspelt axis (``pyth`` for ``python``) is an error, not a new arg."""
+    fmt = override.variant_format if override.variant_format is not None else stage.variant_format
+    if fmt is None:
+        return
+    used = set(_FIELD.findall(fmt))
+    for axis in override.variants:
+        if axis in stage.variants or axis in used:
+            continue
+        if stage.variants:
+            hint = did_you_mean(axis, stage.variants)
+            raise ConfigError(
+                f"{override.where}: variants: stage '{stage.name}' has no axis '{axis}'{hint} "
+                f"(its axes: {', '.join(stage.variants)}; a new axis must appear in variant-format '{fmt}')"
+            )
+        raise ConfigError(f"{override.where}: variants: axis '{axis}' does not appear in variant-format '{fmt}'")
 
 
 def _sources(stage: Stage, override: StageOverride):

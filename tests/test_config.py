@@ -275,3 +275,142 @@ def test_configured_variants_fan_out_in_the_ci_matrix(cli, tmp_path):
     out = plan(cli, tmp_path, "--target", jobs[1]["stage"], "--platform", jobs[1]["platform"])
     assert list(out["target"]) == ["xla-ci-3_12"]
     assert out["target"]["xla-ci-3_12"]["args"]["CACHE_SILO"] == "cache-silo-ci-dev-3.12_cuda_12.1-amd64"
+
+
+def _not_a_file(tmp_path, name, kind):
+    path = tmp_path / name
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dangling":
+        path.symlink_to(tmp_path / "nowhere.toml")
+    elif kind == "loop":
+        path.symlink_to(tmp_path / "loop-b")
+        (tmp_path / "loop-b").symlink_to(path)
+
+
+@pytest.mark.parametrize("name", ["bake-plan.toml", "pyproject.toml"])
+@pytest.mark.parametrize("kind, needle", [
+    ("directory", "is a directory"), ("fifo", "is not a regular file (a FIFO)"),
+    ("dangling", "is a dangling symlink"), ("loop", "is a symlink loop"),
+])
+def test_a_config_name_that_is_not_a_regular_file_is_an_error(cli, tmp_path, name, kind, needle):
+    _not_a_file(tmp_path, name, kind)
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    assert_one_line_error(cli("config", cwd=sub), name, needle)
+    assert_one_line_error(cli("config", "--config", str(tmp_path / name), cwd=sub), f"--config {tmp_path / name}", needle)
+
+
+def test_config_flag_directory_and_dev_null(cli, tmp_path):
+    assert_one_line_error(cli("config", "--config", str(tmp_path), cwd=tmp_path), "is a directory")
+    proc = cli("config", "--config", "nowhere.toml", cwd=tmp_path)
+    assert_one_line_error(proc, "--config nowhere.toml: no such file")
+    # /dev/null is an empty configuration: every value its default, even beside a bake-plan.toml.
+    write(tmp_path / "bake-plan.toml", 'registry = "localhost:5555/x"\n')
+    data = merged(cli, tmp_path, "--config", os.devnull)
+    assert {v["source"] for v in data["settings"].values()} == {"default"}
+
+
+@pytest.mark.parametrize("table", ["bake_plan", "bakeplan", "Bake-Plan"])
+def test_misspelt_pyproject_table_is_named(cli, tmp_path, table):
+    write(tmp_path / "pyproject.toml", f'[project]\nname = "x"\n[tool.{table}]\nregistry = "localhost:5555/x"\n')
+    needles = ["pyproject.toml", f"[tool.{table}] is not read", "did you mean [tool.bake-plan]?"]
+    assert_one_line_error(cli("config", cwd=tmp_path), *needles)
+    assert_one_line_error(cli("config", "--config", "pyproject.toml", cwd=tmp_path), *needles)
+    # With the real table beside it, the other one is somebody else's business.
+    write(tmp_path / "pyproject.toml", f'[tool.bake-plan]\nregistry = "localhost:5555/y"\n[tool.{table}]\nx = 1\n')
+    assert merged(cli, tmp_path)["settings"]["registry"]["value"] == "localhost:5555/y"
+
+
+@pytest.mark.parametrize("text, needle", [
+    ('targets = [""]\n', "bake-plan.toml: targets[0]: empty string"),
+    ('targets = ["jax", 5]\n', "bake-plan.toml: targets[1]: 5 is an integer, expected a string"),
+    ('registry = ""\n', "bake-plan.toml: registry: empty string"),
+    ('registry = true\n', "registry: true is a boolean, expected a string"),
+    ('[stages.jax]\nargs = { GREETING = 5 }\n', "[stages.jax] args.GREETING: 5 is an integer, expected a string"),
+    ('[stages.jax]\nargs = { GREETING = [1] }\n', "[stages.jax] args.GREETING: expected a string, got a list"),
+    ('[stages.xla-ci]\nvariants = { python = [] }\n', "[stages.xla-ci] variants.python: no values"),
+    ('[stages.xla-ci]\nvariants = { python = "3.10" }\n', "variants.python: expected a list of values, got a string"),
+    ('[stages.xla-ci]\nvariants = { python = [3.1] }\n', "variants.python[0]: 3.1 is a number, expected a string"),
+    ('date = 2026-11-29T10:00:00\n', "date: expected a string or a date such as 2026-11-29, got a date-time"),
+])
+def test_wrong_shapes_name_the_element(cli, tmp_path, text, needle):
+    (tmp_path / "bake-plan.toml").write_text(text)
+    assert_one_line_error(cli("config", cwd=tmp_path, env=ENV), needle)
+
+
+def test_a_toml_date_is_that_day(cli, tmp_path):
+    write(tmp_path / "bake-plan.toml", "date = 2026-11-29\n")
+    assert merged(cli, tmp_path)["settings"]["date"] == {"value": "2026-11-29", "source": "bake-plan.toml"}
+    tags = plan(cli, tmp_path, "--target", "upstream-pax")["target"]["upstream-pax"]["tags"]
+    assert any(t.endswith("nightly-2026-11-29") for t in tags)
+    assert tomllib.loads(cli("config", cwd=tmp_path, env=ENV, check=True).stdout)["date"] == "2026-11-29"
+
+
+def test_a_byte_order_mark_is_ignored(cli, tmp_path):
+    (tmp_path / "bake-plan.toml").write_bytes(b'\xef\xbb\xbfregistry = "localhost:5555/bom"\n')
+    assert merged(cli, tmp_path)["settings"]["registry"]["value"] == "localhost:5555/bom"
+    (tmp_path / "bake-plan.toml").write_bytes(b'registry = "\xff"\n')
+    assert_one_line_error(cli("config", cwd=tmp_path), "bake-plan.toml: not UTF-8")
+
+
+@pytest.mark.parametrize("text, needles", [
+    ('[plugins]\nenable = ["jax", "xla-ci"]\ndisable = ["xla-ci"]\n',
+     ["bake-plan.toml: [plugins]", "'xla-ci' is both in enable and in disable"]),
+    ('[plugins]\nenable = []\n', ["bake-plan.toml: [plugins] enable: empty, so no plugin is enabled"]),
+])
+def test_contradictory_plugin_selection(cli, tmp_path, text, needles):
+    (tmp_path / "bake-plan.toml").write_text(text)
+    assert_one_line_error(cli("config", cwd=tmp_path), *needles)
+    assert_one_line_error(cli("--target", "jax", cwd=tmp_path), *needles)
+
+
+@pytest.mark.parametrize("table, needles", [
+    ('[stages.xla-ci]\nvariants = { pyth = ["3.10"] }\n',
+     ["bake-plan.toml:stages.xla-ci: variants: stage 'xla-ci' has no axis 'pyth'", "did you mean 'python'?",
+      "variant-format 'dev-{python}_cuda_{cuda}'"]),
+    ('[stages.xla-ci]\nvariants = { rocm = ["6.0"] }\nvariant-format = "dev-{python}_cuda_{cuda}"\n',
+     ["has no axis 'rocm'", "its axes: python, cuda"]),
+    ('[stages.jax]\nvariants = { python = ["3.10", "3.12"], extra = ["1"] }\nvariant-format = "py{python}"\n',
+     ["bake-plan.toml:stages.jax: variants: axis 'extra' does not appear in variant-format 'py{python}'"]),
+])
+def test_override_axes_must_be_declared_or_in_the_variant_format(cli, tmp_path, table, needles):
+    (tmp_path / "bake-plan.toml").write_text(table)
+    assert_one_line_error(cli("--target", "xla-ci", cwd=tmp_path, env=ENV), *needles)
+
+
+def test_override_may_add_an_axis_the_variant_format_shows(cli, tmp_path):
+    write(tmp_path / "bake-plan.toml", """
+    [stages.xla-ci]
+    variants = { rocm = ["6.0", "6.1"] }
+    variant-format = "dev-{python}_cuda_{cuda}_rocm{rocm}"
+    """)
+    jobs = json.loads(cli("matrix", "--target", "xla-ci", cwd=tmp_path, env=ENV, check=True).stdout)["include"]
+    assert [j["id"] for j in jobs] == ["xla-ci-6.0/amd64", "xla-ci-6.1/amd64"]
+
+
+def test_enabling_only_bake_plans_own_plugin_is_an_error(cli, tmp_path):
+    write(tmp_path / "bake-plan.toml", '[plugins]\nenable = ["default-policies"]\n')
+    assert_one_line_error(cli("--target", "jax", cwd=tmp_path), "bake-plan.toml:plugins: no plugin is enabled",
+                          "installed: ")
+
+
+def test_printed_date_is_the_policy_with_the_day_in_the_comment(cli, tmp_path):
+    text = cli("config", cwd=tmp_path, env=ENV, check=True).stdout
+    line = next(line for line in text.splitlines() if line.startswith("date"))
+    assert line.startswith('date = "auto"') and "# default; today: 20" in line
+    assert tomllib.loads(text)["date"] == "auto"
+    env = dict(ENV, SOURCE_DATE_EPOCH="1700000000")
+    write(tmp_path / "bake-plan.toml", 'date = "today"\n')
+    text = cli("config", cwd=tmp_path, env=env, check=True).stdout
+    assert 'date = "today"' in text and "# bake-plan.toml; today: 20" in text
+    write(tmp_path / "bake-plan.toml", "")
+    text = cli("config", cwd=tmp_path, env=env, check=True).stdout
+    assert 'date = "auto"' in text and "# default; env SOURCE_DATE_EPOCH: 2023-11-14" in text
+    # Read back elsewhere (without the variable), it is still auto: the day is not frozen.
+    write(tmp_path / "again" / "bake-plan.toml", text)
+    assert merged(cli, tmp_path / "again")["settings"]["date"]["value"] != "2023-11-14"
+    write(tmp_path / "bake-plan.toml", 'date = "2026-11-29"\n')
+    assert 'date = "2026-11-29"' in cli("config", cwd=tmp_path, env=env, check=True).stdout
