@@ -104,8 +104,10 @@ def _sources_argument(parser) -> None:
 
 def _lock_arguments() -> argparse.ArgumentParser:
     lock = _Parser(add_help=False)
-    lock.add_argument("--target", "-t", action="append", required=True, metavar="T",
-                      help="stage to lock (repeatable): its own and its parents' requirement lines")
+    _config_argument(lock)
+    lock.add_argument("--target", "-t", action="append", metavar="T",
+                      help="stage to lock (repeatable): its own and its parents' requirement lines. "
+                           "Default: the configuration's targets")
     lock.add_argument("--platform", action="append", default=[], metavar="P",
                       help="os/arch to lock for (repeatable); default: every platform the stage builds for")
     _locks_dir_argument(lock)
@@ -382,13 +384,10 @@ def _pip_args(args) -> List[str]:
 
 def _cmd_lock(args) -> int:
     from bake.api import make_plan
-    from bake.compose import PlanOptions
-    from bake.config import parse_platforms, resolve_date
     from bake.lock import compile_lock, lock_specs, python_version, write_locks
 
-    options = PlanOptions(targets=tuple(args.target), date=resolve_date("auto", os.environ)[0],
-                          platforms=parse_platforms(args.platform, "--platform"))
-    composition = make_plan(options)
+    config = settings(args)  # plugins enabled, stage overrides, targets and platforms
+    composition = make_plan(config.plan_options(), config.plugin_manager(), config.stages)
     specs = [spec for name in composition.requested for spec in lock_specs(composition, name)]
     version = python_version(args.python)
     pip_args = _pip_args(args)

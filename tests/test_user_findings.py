@@ -139,3 +139,10 @@ def test_sigterm_cancels_the_build_and_writes_the_sitrep(engine, make_plugin, tm
     # buildx was cancelled with bake-plan, not left running as an orphan.
     leftover = subprocess.run(["pgrep", "-f", f"bake.*{tmp_path}"], capture_output=True, text=True).stdout.split()
     assert not [pid for pid in leftover if pid != str(os.getpid())]
+
+
+def test_lock_takes_the_configuration(cli, tmp_path):
+    (tmp_path / "bake-plan.toml").write_text('targets = ["base"]\nplatforms = ["linux/amd64"]\n')
+    proc = cli("lock", "--config", "bake-plan.toml", "--no-index", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "locks" / "base.txt").is_file()
