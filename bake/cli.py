@@ -197,6 +197,8 @@ def base_image_pairs(values: Sequence[str]) -> dict:
                 check_reference(part)
             except ValueError as err:
                 raise UsageError(f"--base-image {value!r}: {err}") from None
+        if pairs.get(original, replacement) != replacement:
+            raise UsageError(f"--base-image {original!r} is given twice, as {pairs[original]!r} and {replacement!r}")
         pairs[original] = replacement
     return pairs
 

@@ -146,3 +146,10 @@ def test_lock_takes_the_configuration(cli, tmp_path):
     proc = cli("lock", "--config", "bake-plan.toml", "--no-index", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "locks" / "base.txt").is_file()
+
+
+def test_one_base_image_replaced_twice_is_an_error(cli, tmp_path):
+    proc = cli("--target", "base", "--base-image", "a:1=b:1", "--base-image", "a:1=c:1", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "bake-plan: error: --base-image 'a:1' is given twice, as 'b:1' and 'c:1'"
+    assert list(tmp_path.iterdir()) == []
