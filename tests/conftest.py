@@ -127,15 +127,21 @@ def expected_target(target: dict) -> dict:
     return out
 
 
-@pytest.fixture(scope="session")
-def cli():
-    """Run the installed ``bake-plan`` console script as a user would."""
+def console_script() -> Path:
+    """The installed ``bake-plan`` console script: beside this interpreter, else on ``PATH``."""
     exe = Path(sys.executable).parent / "bake-plan"
     if not exe.exists():
         found = shutil.which("bake-plan")
         if found is None:
             pytest.fail("bake-plan is not installed: pip install . first")
         exe = Path(found)
+    return exe
+
+
+@pytest.fixture(scope="session")
+def cli():
+    """Run the installed ``bake-plan`` console script as a user would."""
+    exe = console_script()
 
     def run(*args, cwd=None, env=None, check=False, pythonpath=None):
         full_env = dict(os.environ if env is None else env)

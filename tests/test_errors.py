@@ -9,13 +9,12 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
 
-from conftest import CI, ROOT
+from conftest import CI, ROOT, console_script
 
 STAGE_IMPORTS = "from bake import Stage, Source, hookimpl\nfrom bake.resources import stage_dir\n"
 
@@ -233,7 +232,7 @@ def test_output_to_a_pipe_is_written_through(cli, tmp_path):
 
 def test_output_reader_leaving_early_is_quiet(tmp_path):
     """``bake-plan -o - | head -1``: no traceback when the reader closes the pipe."""
-    exe = Path(sys.executable).parent / "bake-plan"
+    exe = console_script()
     proc = subprocess.run(f"'{exe}' --target upstream-pax --target xla-ci --format json -o - | head -c 10",
                           shell=True, capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert proc.stdout == '{\n  "group'

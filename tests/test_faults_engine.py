@@ -15,18 +15,18 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from bake.engine import Progress
+from conftest import console_script
 
 pytestmark = pytest.mark.engine
 
 DATE = "2026-11-29"
-BAKE_PLAN = str(Path(sys.executable).parent / "bake-plan")
+BAKE_PLAN = str(console_script())
 
 
 @pytest.fixture

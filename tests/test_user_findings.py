@@ -16,6 +16,7 @@ import pytest
 from bake.api import make_plan
 from bake.compose import PlanOptions
 from bake.publish import manifests
+from conftest import console_script
 
 DATE = datetime.date(2026, 11, 29)
 SLEEPER = """
@@ -28,15 +29,6 @@ def bake_plan_stages():
                   dockerfile_inline="ARG BASE_IMAGE=busybox:1.36\\nFROM ${BASE_IMAGE}\\nARG NONCE\\n"
                                     "RUN echo started && sleep 60\\n")]
 """
-
-
-def _console_script() -> str:
-    """The installed ``bake-plan`` (for runs that need their own stdout or signals)."""
-    import shutil
-    import sys
-
-    beside = Path(sys.executable).parent / "bake-plan"
-    return str(beside) if beside.exists() else shutil.which("bake-plan")
 
 
 def test_base_image_latest_is_also_set_without_the_tag():
@@ -63,7 +55,7 @@ def test_build_without_a_docker_cli_is_one_line(cli, tmp_path):
 
 @pytest.mark.parametrize("command", [["stages"], ["--target", "base", "-o", "-"], ["matrix", "--target", "jax"]])
 def test_stdout_on_a_full_disk_is_one_line(cli, tmp_path, command):
-    bake_plan = _console_script()
+    bake_plan = str(console_script())
     with open("/dev/full", "w") as full:
         proc = subprocess.run([bake_plan, *command], stdout=full, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
                               timeout=120)
@@ -117,7 +109,7 @@ def test_missing_sources_manifest_names_the_option(cli, tmp_path):
 @pytest.mark.engine
 def test_sigterm_cancels_the_build_and_writes_the_sitrep(engine, make_plugin, tmp_path):
     site = make_plugin(SLEEPER, name="sleeper")
-    bake_plan = _console_script()
+    bake_plan = str(console_script())
     env = dict(os.environ, PYTHONPATH=str(site), NONCE=uuid.uuid4().hex)
     proc = subprocess.Popen([bake_plan, "build", "--target", "sleeper", "--registry", f"{engine.registry}/sig",
                              "--base-image", f"busybox:1.36={engine.registry}/stand-in/busybox:latest",
