@@ -1,21 +1,14 @@
 """bake-plan: a family of container images, declared as stages by plugins, as a Docker Buildx bake plan.
 
-Plugins import :data:`hookimpl` to implement the hooks in :mod:`bake.hookspecs` and build
-:class:`~bake.stage.Stage` objects. Nothing here touches Docker or the environment at import time.
+Plugins import :data:`hookimpl` to implement the hooks in :mod:`bake.plan.hookspecs` and build
+:class:`Stage` and :class:`Source` objects (:mod:`bake.plan.stage`). Nothing here touches Docker
+or the environment at import time. The package map is ``docs/architecture.md``.
 """
 
 from __future__ import annotations
 
-import pluggy
-
-__version__ = "0.1.0"
-
-PROJECT = "bake_plan"
-"""The pluggy project name and the entry-point group third-party plugins register under."""
-
-hookimpl = pluggy.HookimplMarker(PROJECT)
-"""Marker for hook implementations: ``@hookimpl def bake_plan_stages(): ...``."""
-
-from bake.stage import Source, Stage  # noqa: E402  (re-exported for plugin authors)
+from bake.plan.hookspecs import PROJECT, hookimpl  # re-exported for plugin authors
+from bake.plan.stage import Source, Stage
+from bake.version import __version__
 
 __all__ = ["PROJECT", "Source", "Stage", "hookimpl", "__version__"]

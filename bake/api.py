@@ -12,14 +12,14 @@ from typing import Dict, Optional, Sequence
 
 import pluggy
 
-from bake.compose import Composition, PlanOptions, compose
-from bake.overrides import StageOverride, apply_overrides
+from bake.plan.compose import Composition, PlanOptions, compose
+from bake.plan.overrides import StageOverride, apply_overrides
 from bake.errors import StageError
-from bake.plugins import Hooks, get_plugin_manager
-from bake.render import to_hcl, to_json
+from bake.plan.plugins import Hooks, get_plugin_manager
+from bake.plan.render import to_hcl, to_json
 from bake.resources import template_path
-from bake.stage import Stage
-from bake.variants import expand
+from bake.plan.stage import Stage
+from bake.plan.variants import expand
 
 FORMATS = {"hcl": "docker-bake.hcl", "json": "docker-bake.json"}
 """Plan formats and their default file names (the names ``docker buildx bake`` reads by default)."""
@@ -27,7 +27,7 @@ FORMATS = {"hcl": "docker-bake.hcl", "json": "docker-bake.json"}
 
 def collect_stages(hooks: Hooks, overrides: Sequence[StageOverride] = ()) -> Dict[str, Stage]:
     """Every plugin's stages, with the configuration's per-stage ``overrides`` applied
-    (:mod:`bake.overrides`), then variants expanded into concrete stages (:mod:`bake.variants`).
+    (:mod:`bake.plan.overrides`), then variants expanded into concrete stages (:mod:`bake.plan.variants`).
 
     :raises bake.errors.BakePlanError: a plugin, stage or override is wrong (one line naming it).
     """
@@ -46,20 +46,20 @@ def make_plan(
     environment variable's or a file's content, when available and 8 characters or longer): a
     secret must reach builds only through the ``secret`` attribute.
 
-    :param pm: a plugin manager; default :func:`bake.plugins.get_plugin_manager` (entry points).
-    :param overrides: per-stage overrides from the configuration (:class:`bake.overrides.StageOverride`).
+    :param pm: a plugin manager; default :func:`bake.plan.plugins.get_plugin_manager` (entry points).
+    :param overrides: per-stage overrides from the configuration (:class:`bake.plan.overrides.StageOverride`).
     :param locks_dir: make a locked plan (``--locked``): each requested stage's final target gets
         its lock from this directory as the ``pip-lock`` named context
-        (:func:`bake.lock.locked_contexts`, which checks the lock is current).
+        (:func:`bake.pip.lock.locked_contexts`, which checks the lock is current).
     :raises bake.errors.BakePlanError: bad input, with a one-line message naming the culprit.
     """
-    from bake.secrets import SECRET_HINT, find_secret_values
+    from bake.plan.secrets import SECRET_HINT, find_secret_values
 
     hooks = Hooks(pm if pm is not None else get_plugin_manager())
     stages = collect_stages(hooks, overrides)
     composition = compose(stages, options, hooks)
     if locks_dir is not None:
-        from bake.lock import locked_contexts
+        from bake.pip.lock import locked_contexts
 
         pip_locks = locked_contexts(composition, Path(locks_dir))
         composition = compose(stages, dataclasses.replace(options, pip_locks=pip_locks), hooks)
@@ -75,7 +75,7 @@ def make_plan(
 
 
 def _targets_of(stage) -> list:
-    from bake.compose import target_names
+    from bake.plan.compose import target_names
 
     return [name for name, _ in target_names(stage)]
 

@@ -1,12 +1,12 @@
 """The command line: ``bake-plan [plan] --target T…``, ``build``, ``publish``, ``matrix``, ``lock``,
 ``bump``, ``stages``, ``graph``, ``config``. Values come from the flags, then the configuration
-file (:mod:`bake.config`).
+file (:mod:`bake.settings.config_file`).
 
 The core raises :class:`bake.errors.BakePlanError`; only this module prints and picks exit
 statuses (``docs/errors.md``): 0 success; 1 the work started and failed (a build, a push, a
 publish: the sitrep or the output says what, and a rerun finishes it) or requirements that
 conflict; 2 bad input or no engine to run on (one line on stderr, no traceback, no file written).
-Error lines never show a credential: they go through :func:`bake.secrets.redact`.
+Error lines never show a credential: they go through :func:`bake.plan.secrets.redact`.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from bake import __version__
+from bake.version import __version__
 from bake.errors import BakePlanError, UsageError
-from bake.naming import check_reference
+from bake.plan.names import check_reference
 
 COMMANDS = ("plan", "build", "publish", "matrix", "lock", "bump", "stages", "graph", "config")
 DEFAULT_LOCKS_DIR = "locks"
@@ -40,7 +40,7 @@ def _config_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def _settings_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags that beat the configuration file's keys of the same meaning (bake.config)."""
+    """The flags that beat the configuration file's keys of the same meaning (bake.settings.config_file)."""
     _selection_arguments(parser)
     parser.add_argument("--registry", help="registry/namespace for every image, e.g. localhost:5555/ci")
     parser.add_argument("--date", help="YYYY-MM-DD for nightly tags, or today, source-date-epoch, auto "
@@ -205,8 +205,8 @@ def base_image_pairs(values: Sequence[str]) -> dict:
 
 def settings(args):
     """The configuration file (``--config`` or found from the current directory) merged with
-    the flags given (:func:`bake.config.resolve`)."""
-    from bake import config
+    the flags given (:func:`bake.settings.config_file.resolve`)."""
+    from bake.settings import config_file as config
 
     given = {
         "registry": getattr(args, "registry", None),
@@ -222,11 +222,11 @@ def settings(args):
 
 
 def secret_specs(values: Sequence[str]) -> tuple:
-    """``--secret`` values as :class:`bake.secrets.SecretSpec` (a relative ``src`` made absolute).
+    """``--secret`` values as :class:`bake.plan.secrets.SecretSpec` (a relative ``src`` made absolute).
 
     :raises UsageError: a malformed value, a missing file, or one id given twice.
     """
-    from bake.secrets import parse_secret
+    from bake.plan.secrets import parse_secret
 
     specs = []
     for value in values:
@@ -261,7 +261,7 @@ def _compose(args, per_arch: bool = True):
     if config.values["metadata-targets"].source == "--metadata-targets" and not args.metadata_bake_file:
         raise UsageError("--metadata-targets needs --metadata-bake-file (the file docker/metadata-action writes)")
     if getattr(args, "metadata_bake_file", None):
-        from bake.metadata import inherit, read_bake_files
+        from bake.plan.metadata import inherit, read_bake_files
 
         inherit(composition, read_bake_files(args.metadata_bake_file), config["metadata-targets"], arch=options.arch)
     return composition
@@ -317,7 +317,7 @@ def _cmd_plan(args) -> int:
 
 
 def _cmd_build(args) -> int:
-    from bake.build import run_build
+    from bake.run.build import run_build
 
     if args.output == "-":
         raise UsageError("build needs a plan file: -o - is for `bake-plan plan`")
@@ -340,8 +340,8 @@ def _cmd_build(args) -> int:
 
 
 def _cmd_publish(args) -> int:
-    from bake import engine
-    from bake.publish import manifests, publish
+    from bake.run import engine
+    from bake.run.publish import manifests, publish
 
     composition = _compose(args, per_arch=False)  # the multi-arch tags, made from the per-arch ones
     wanted = manifests(composition)
@@ -362,7 +362,7 @@ def _cmd_publish(args) -> int:
 def _cmd_matrix(args) -> int:
     import json
 
-    from bake.matrix import jobs
+    from bake.plan.matrix import jobs
 
     entries = jobs(_compose(args))
     if args.wave is not None:
@@ -386,7 +386,7 @@ def _pip_args(args) -> List[str]:
 
 def _cmd_lock(args) -> int:
     from bake.api import make_plan
-    from bake.lock import compile_lock, lock_specs, python_version, write_locks
+    from bake.pip.lock import compile_lock, lock_specs, python_version, write_locks
 
     config = settings(args)  # plugins enabled, stage overrides, targets and platforms
     composition = make_plan(config.plan_options(), config.plugin_manager(), config.stages)
@@ -413,7 +413,7 @@ def _cmd_lock(args) -> int:
 
 
 def _cmd_bump(args) -> int:
-    from bake.sources import bump, manifest_path
+    from bake.pip.sources import bump, manifest_path
 
     results = bump(args.names)
     for result in results:
@@ -426,7 +426,7 @@ def _cmd_bump(args) -> int:
 
 def _cmd_stages(args) -> int:
     from bake.api import collect_stages
-    from bake.plugins import Hooks
+    from bake.plan.plugins import Hooks
 
     config = settings(args)
     stages = collect_stages(Hooks(config.plugin_manager()), config.stages)
@@ -441,7 +441,7 @@ def _cmd_stages(args) -> int:
 
 
 def _cmd_graph(args) -> int:
-    from bake.graph import render_graph
+    from bake.plan.graph import render_graph
     from bake.output import write_atomic
 
     write_atomic(args.output, render_graph(_compose(args), args.format), what="the graph")
@@ -449,7 +449,7 @@ def _cmd_graph(args) -> int:
 
 
 def _cmd_config(args) -> int:
-    from bake import config as cfg
+    from bake.settings import config_file as cfg
 
     merged = settings(args)
     sys.stdout.write(cfg.to_json(merged) if args.format == "json" else cfg.to_toml(merged))
@@ -471,7 +471,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
         if getattr(args, "sources", None):
-            from bake.sources import use_manifest
+            from bake.pip.sources import use_manifest
 
             if not os.path.isfile(args.sources):
                 raise UsageError(f"--sources {args.sources}: no such file (the sources manifest)")
@@ -481,7 +481,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                    "lock": _cmd_lock, "bump": _cmd_bump, "graph": _cmd_graph, "config": _cmd_config}
         return command.get(args.command, _cmd_plan)(args)
     except BakePlanError as err:
-        from bake.secrets import redact
+        from bake.plan.secrets import redact
 
         print(f"bake-plan: error: {redact(' '.join(str(err).split()), _known_secrets(args))}", file=sys.stderr)
         for detail in err.details:
@@ -506,7 +506,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def _terminate_like_ctrl_c() -> None:
     """SIGTERM (a CI job cancelled, `timeout`) stops bake-plan the way Ctrl-C does: a build in
-    progress is cancelled and its sitrep written (see :func:`bake.engine.bake`)."""
+    progress is cancelled and its sitrep written (see :func:`bake.run.engine.bake`)."""
     import signal
 
     def handler(signum, frame):

@@ -24,10 +24,10 @@ from typing import Optional, Sequence
 
 import pluggy
 
-from bake import policies
+from bake.plan import policies
 from bake.api import make_plan, render
-from bake.compose import Composition, PlanOptions
-from bake.plugins import entry_point_names, get_plugin_manager
+from bake.plan.compose import Composition, PlanOptions
+from bake.plan.plugins import entry_point_names, get_plugin_manager
 
 DATE = datetime.date(2026, 11, 29)
 """The date tests plan for unless they say otherwise: tags such as ``nightly-2026-11-29``."""
@@ -37,7 +37,7 @@ def plugin_manager(*plugins: object, builtins: bool = True) -> pluggy.PluginMana
     """A fresh plugin manager with ``plugins`` registered after bake-plan's own.
 
     :param builtins: also load bake-plan's built-in stages (``base``, ``jax``, …); without them,
-        only the default policies (:mod:`bake.policies`) are there. Other installed plugins,
+        only the default policies (:mod:`bake.plan.policies`) are there. Other installed plugins,
         including the one under test when it is installed, are never loaded from entry points.
     :raises bake.errors.PluginError: a plugin implements a hook that does not exist.
     """
@@ -58,7 +58,7 @@ def compose_plan(
 ) -> Composition:
     """Compose the plan for ``targets`` with ``plugins`` (see :func:`plugin_manager`).
 
-    :param options: other :class:`bake.compose.PlanOptions` fields (``base_images``, ``cache_branch``…).
+    :param options: other :class:`bake.plan.compose.PlanOptions` fields (``base_images``, ``cache_branch``…).
     :raises bake.errors.BakePlanError: what a user would see as a one-line error.
     """
     options = PlanOptions(targets=tuple(targets), date=date, platforms=tuple(platforms), registry=registry, **options)

@@ -4,7 +4,7 @@ lingvo wheels, selected by ``TARGETARCH``). Both sources' commits come from ``st
 
 from bake import Stage, hookimpl
 from bake.resources import stage_dir
-from bake.sources import source
+from bake.pip.sources import source
 
 
 @hookimpl

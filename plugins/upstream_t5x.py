@@ -2,7 +2,7 @@
 
 from bake import Stage, hookimpl
 from bake.resources import stage_dir
-from bake.sources import source
+from bake.pip.sources import source
 
 
 @hookimpl

@@ -8,7 +8,7 @@ caches. Root installs come before the ``jenkins`` user the upstream CI template 
 The toolchain is a variant matrix of one (Python 3.8 × CUDA 12.1), so the default plan has one
 target, ``xla-ci``; the configuration widens it, e.g. ``[tool.bake-plan.stages.xla-ci] variants =
 { python = ["3.10", "3.12"], cuda = ["12.1", "12.4"] }`` gives ``xla-ci-3.10-12.1`` … tagged
-``dev-3.10_cuda_12.1`` on the dev image ``development:3.10_cuda_12.1`` (see :mod:`bake.variants`).
+``dev-3.10_cuda_12.1`` on the dev image ``development:3.10_cuda_12.1`` (see :mod:`bake.plan.variants`).
 """
 
 from bake import Stage, hookimpl

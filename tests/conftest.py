@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bake.render import escape_interpolation
+from bake.plan.render import escape_interpolation
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD_BUILDX_DEFAULT = "/var/tmp/bake-plan-engine/buildx-0.13/docker-buildx"

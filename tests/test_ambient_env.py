@@ -18,7 +18,7 @@ import re
 
 import pytest
 
-from bake.compose import source_date_epoch
+from bake.plan.compose import source_date_epoch
 
 DATE = "2026-11-29"
 LITERALS = {

@@ -44,7 +44,7 @@ def test_planning_imports_only_what_it_needs(tmp_path):
                           text=True, cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr
     imported = set(proc.stdout.split("\n")[-2].split())
-    assert "bake.compose" in imported and "pluggy" in imported
-    for heavy in ("python_on_whales", "piptools", "pydantic", "bake.engine", "bake.build"):
+    assert "bake.plan.compose" in imported and "pluggy" in imported
+    for heavy in ("python_on_whales", "piptools", "pydantic", "bake.run.engine", "bake.run.build"):
         assert heavy not in imported, heavy
     assert (tmp_path / "plan.hcl").is_file()

@@ -24,12 +24,13 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from bake import Stage, hookimpl, policies
+from bake import Stage, hookimpl
+from bake.plan import policies
 from bake.api import make_plan, render
-from bake.compose import PlanOptions
+from bake.plan.compose import PlanOptions
 from bake.errors import BakePlanError, StageError
-from bake.plugins import get_plugin_manager
-from bake.secrets import credential_name, credential_value
+from bake.plan.plugins import get_plugin_manager
+from bake.plan.secrets import credential_name, credential_value
 from conftest import expected_target
 
 EXAMPLES = 500

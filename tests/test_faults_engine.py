@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from bake.engine import Progress
+from bake.run.engine import Progress
 from conftest import console_script
 
 pytestmark = pytest.mark.engine

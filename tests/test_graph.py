@@ -12,8 +12,8 @@ import subprocess
 import pytest
 
 from bake.api import make_plan
-from bake.compose import PlanOptions
-from bake.graph import mermaid_text, to_dot, to_markdown, to_mermaid
+from bake.plan.compose import PlanOptions
+from bake.plan.graph import mermaid_text, to_dot, to_markdown, to_mermaid
 
 DATE = datetime.date(2026, 11, 29)
 CUDA = "nvidia/cuda:12.2.0-devel-ubuntu22.04"

@@ -8,11 +8,12 @@ import inspect
 
 import pytest
 
-from bake import Stage, hookimpl, hookspecs
+from bake import Stage, hookimpl
+from bake.plan import hookspecs
 from bake.api import make_plan
-from bake.compose import PlanOptions
+from bake.plan.compose import PlanOptions
 from bake.errors import PluginError
-from bake.plugins import get_plugin_manager
+from bake.plan.plugins import get_plugin_manager
 from bake.resources import stage_dir
 
 DATE = datetime.date(2026, 11, 29)

@@ -7,7 +7,7 @@ import datetime
 import json
 
 from bake.api import make_plan
-from bake.compose import PlanOptions
+from bake.plan.compose import PlanOptions
 
 
 def test_matrix_for_upstream_pax_lists_each_job_once_in_dependency_waves(cli, tmp_path):

@@ -8,7 +8,7 @@ import datetime
 import pytest
 
 from bake.api import make_plan
-from bake.compose import PlanOptions
+from bake.plan.compose import PlanOptions
 from conftest import expected_target
 
 BUILTIN_TARGETS = ["base", "te", "jax", "upstream-t5x", "upstream-pax", "xla-ci"]

@@ -10,7 +10,8 @@ import re
 
 import pytest
 
-from bake import Stage, hookspecs, testing
+from bake import Stage, testing
+from bake.plan import hookspecs
 from conftest import ROOT
 
 DOC = (ROOT / "docs" / "plugins.md").read_text(encoding="utf-8")

@@ -4,8 +4,8 @@ run failed. The engine tests show the same on real builds; these need no engine.
 
 from __future__ import annotations
 
-from bake.engine import Progress
-from bake.sitrep import make_sitrep
+from bake.run.engine import Progress
+from bake.run.sitrep import make_sitrep
 
 ROOT_DOCKERFILE = 'FROM ${BASE_IMAGE} AS mealkit\nRUN bake-write-requirements base "${REQUIREMENTS}"\nFROM mealkit AS final\nRUN true\n'
 BROKEN_DOCKERFILE = 'FROM base AS mealkit\nRUN echo "tf-broken fails on purpose" >&2 && exit 3\nFROM mealkit AS final\nRUN true\n'

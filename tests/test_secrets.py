@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from bake.secrets import credential_name, credential_value, parse_secret, redact
+from bake.plan.secrets import credential_name, credential_value, parse_secret, redact
 from test_errors import STAGE_IMPORTS, assert_one_line_error
 
 DATE = "2026-11-29"

@@ -7,7 +7,7 @@ import pytest
 
 from bake import Stage
 from bake.errors import StageError
-from bake.stage import validate
+from bake.plan.validate import validate
 
 
 def test_a_shared_context_is_checked_once_and_each_dockerfile_still_counts(tmp_path):

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from bake.api import make_plan
-from bake.compose import PlanOptions
-from bake.publish import manifests
+from bake.plan.compose import PlanOptions
+from bake.run.publish import manifests
 from conftest import console_script
 
 DATE = datetime.date(2026, 11, 29)

@@ -10,9 +10,9 @@ import pytest
 
 from bake import Stage, hookimpl
 from bake.api import make_plan, render
-from bake.compose import PlanOptions
+from bake.plan.compose import PlanOptions
 from bake.errors import StageError, UsageError
-from bake.plugins import get_plugin_manager
+from bake.plan.plugins import get_plugin_manager
 from bake.resources import stage_dir
 from conftest import expected_target
 

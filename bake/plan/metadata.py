@@ -94,7 +94,7 @@ def chosen_targets(composition, names: Sequence[str]) -> List[str]:
 
     :raises UsageError: a name that is not in the plan, with the nearest.
     """
-    from bake.compose import target_names, variant_groups
+    from bake.plan.compose import target_names, variant_groups
 
     targets = composition.plan["target"]
     in_chain = {s.name: s for s in composition.chain}

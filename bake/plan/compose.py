@@ -9,12 +9,12 @@ import dataclasses
 import datetime
 from typing import Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
-from bake.checks import check_target
+from bake.plan.checks import check_target
 from bake.errors import StageError, UsageError, did_you_mean
-from bake.naming import arch_of, check_repository, check_tag, target_name
-from bake.plugins import Hooks
-from bake.secrets import SecretSpec
-from bake.stage import Stage
+from bake.plan.names import arch_of, check_repository, check_tag, target_name
+from bake.plan.plugins import Hooks
+from bake.plan.secrets import SecretSpec
+from bake.plan.stage import Stage, dependencies
 
 FLAVOR_MEALKIT, FLAVOR_FINAL, FLAVOR_SINGLE = "mealkit", "final", "single"
 DEFAULT_GROUP = "default"
@@ -44,7 +44,7 @@ class PlanOptions:
     :param pip_locks: ``(stage name, directory)`` pairs: that stage's final target gets the named
         context ``pip-lock`` = the directory, which holds ``requirements.lock`` (or
         ``requirements-<arch>.lock`` per arch); the final stage then pip-syncs to it instead of
-        compiling (``--locked``, see :func:`bake.lock.locked_contexts`).
+        compiling (``--locked``, see :func:`bake.pip.lock.locked_contexts`).
     :param secrets: build secrets every target may mount (bake's ``secret`` attribute): only their
         ids and the names of their variables or files are written, never a value.
     :param not_secret: arg and label names that look like credentials but are not.
@@ -74,7 +74,7 @@ class PlanOptions:
 class Composition:
     """A composed plan: ``plan`` in buildx's JSON shape, the chain of stages it came from (in
     build order), the requested stage names, every stage the plugins declared, and other bake
-    files to pass to buildx after the plan (docker/metadata-action's, :mod:`bake.metadata`)."""
+    files to pass to buildx after the plan (docker/metadata-action's, :mod:`bake.plan.metadata`)."""
 
     plan: dict
     chain: List[Stage]
@@ -98,7 +98,7 @@ def output_target(stage: Stage) -> str:
 
 
 def variant_groups(stages: Dict[str, Stage]) -> Dict[str, List[str]]:
-    """Declared name of each expanded variant stage → its concrete stages' names (:mod:`bake.variants`)."""
+    """Declared name of each expanded variant stage → its concrete stages' names (:mod:`bake.plan.variants`)."""
     groups: Dict[str, List[str]] = {}
     for stage in stages.values():
         if stage.variant_of:
@@ -138,12 +138,6 @@ def _group_names(base: str, stage: Stage) -> List[str]:
     target) and, for a meal-kit stage, ``<base>-mealkit``."""
     name = target_name(base)
     return [name, f"{name}-mealkit"] if stage.kind == "mealkit" else [name]
-
-
-def dependencies(stage: Stage) -> List[str]:
-    """Stage names this stage needs built first: its parent, then the stages it ``uses``."""
-    deps = [stage.parent] if stage.parent else []
-    return deps + [s for s in stage.uses.values() if s not in deps]
 
 
 def chain_of(stages: Dict[str, Stage], roots: Sequence[str], stop_at_published: bool = False) -> List[Stage]:

@@ -19,8 +19,8 @@ import dataclasses
 import re
 from typing import Dict, List, Optional
 
-from bake.compose import Composition, target_names
-from bake.naming import PLATFORM_ARCH
+from bake.plan.compose import Composition, target_names
+from bake.plan.names import PLATFORM_ARCH
 
 FLAVOR_WORDS = {"mealkit": "meal kit", "final": "final", "single": "single target", "image": "image"}
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import datetime
 from typing import List, Sequence
 
-from bake import hookimpl
-from bake.stage import Stage
+from bake.plan.hookspecs import hookimpl
+from bake.plan.stage import Stage
 
 
 @hookimpl(trylast=True)

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Set
 
-from bake.secrets import redact
+from bake.plan.secrets import redact
 
 PASS, FAIL, NOT_BUILT = "pass", "fail", "not built"
 

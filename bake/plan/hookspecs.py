@@ -3,7 +3,7 @@
 Every hook is called with keyword arguments only, so an implementation may accept fewer
 arguments than the spec lists (pluggy's convention), and specs can grow without breaking plugins.
 Policy hooks are ``firstresult``: the first implementation that returns something other than
-``None`` wins; bake-plan's own defaults (:mod:`bake.policies`) are ``trylast``, so any plugin's
+``None`` wins; bake-plan's own defaults (:mod:`bake.plan.policies`) are ``trylast``, so any plugin's
 answer comes before them. The plugin authors' guide, with an example of each hook, is
 ``docs/plugins.md``; a test keeps it in step with these specs.
 """
@@ -15,12 +15,18 @@ from typing import TYPE_CHECKING, Optional, Sequence
 
 import pluggy
 
-from bake import PROJECT
-
 if TYPE_CHECKING:
-    from bake.stage import Stage
+    from bake.plan.stage import Stage
+
+PROJECT = "bake_plan"
+"""The pluggy project name and the entry-point group third-party plugins register under."""
 
 hookspec = pluggy.HookspecMarker(PROJECT)
+"""Marker for the specifications below."""
+
+hookimpl = pluggy.HookimplMarker(PROJECT)
+"""Marker for hook implementations: ``@hookimpl def bake_plan_stages(): ...`` (re-exported as
+``bake.hookimpl`` for plugin authors)."""
 
 
 @hookspec
@@ -29,7 +35,7 @@ def bake_plan_stages() -> "Sequence[Stage]":
 
     Fires once per run, when the plugin manager collects stages, before any composition.
 
-    :returns: a list (or tuple) of :class:`bake.stage.Stage`; an empty list is fine.
+    :returns: a list (or tuple) of :class:`bake.plan.stage.Stage`; an empty list is fine.
     :raises: nothing on purpose: an exception here is reported as
         ``plugin '<name>' raised <Type>: <message>`` and the run stops with exit status 2.
         Two plugins returning the same stage name is an error naming both.
@@ -51,7 +57,7 @@ def bake_plan_adjust_target(stage: "Stage", name: str, flavor: str, target: dict
         ``cache-from``, ``cache-to``; see the buildx bake file reference). Values are plain,
         unescaped strings: rendering escapes ``${``/``%{`` for bake.
     :returns: ``None``; mutate ``target``. The result is checked like every target
-        (:mod:`bake.checks`): only strings, numbers, booleans, lists and string mappings, text in
+        (:mod:`bake.plan.checks`): only strings, numbers, booleans, lists and string mappings, text in
         Unicode NFC, and nothing that looks like a credential (build secrets go through bake's
         ``secret`` attribute, set from ``--secret``), else the run stops naming the target.
     """

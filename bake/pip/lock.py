@@ -37,12 +37,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from bake import requirements as reqs
-from bake.compose import Composition
+from bake.pip import requirements as reqs
+from bake.plan.compose import Composition
 from bake.errors import LockConflict, LockError, OutputError, UsageError
-from bake.naming import arch_of, target_name
+from bake.plan.names import arch_of, target_name
 from bake.output import write_atomic
-from bake.stage import Stage
+from bake.plan.stage import Stage
 
 CONTEXT_DIR = ".pip-lock"
 """Under the locks directory: ``<stage>/requirements[-<arch>].lock``, the ``pip-lock`` named
@@ -123,7 +123,7 @@ def lock_chain(composition: Composition, name: str) -> List[Stage]:
 
 
 def stage_lines(stage: Stage, platform: str) -> List[Line]:
-    """The lines ``stage`` contributes on ``platform`` (see :func:`bake.requirements.for_platform`)."""
+    """The lines ``stage`` contributes on ``platform`` (see :func:`bake.pip.requirements.for_platform`)."""
     if stage.kind != "mealkit":  # only meal kits write REQUIREMENTS into /opt/pip-tools.d
         return []
     out = []
@@ -385,7 +385,7 @@ def locked_contexts(composition: Composition, locks_dir: Path) -> Tuple[Tuple[st
     """For a ``--locked`` plan: check each requested stage's lock and copy it into its ``pip-lock``
     context directory (``<locks>/.pip-lock/<stage>/``).
 
-    :returns: ``(stage name, absolute context directory)`` pairs for :class:`bake.compose.PlanOptions`.
+    :returns: ``(stage name, absolute context directory)`` pairs for :class:`bake.plan.compose.PlanOptions`.
     :raises UsageError: a lock is missing, is another stage's, does not cover a platform of the plan,
         is out of date (the stages' lines changed since), or skipped in-image lines.
     """

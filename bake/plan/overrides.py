@@ -7,7 +7,7 @@ plugin declared, without touching the plugin:
 - ``sources``: by source name (``JAX``), a new ``url`` and/or ``ref``;
 - ``base-image``: the external image a root stage starts from;
 - ``variants``: axes merged over the stage's own (an axis given here replaces its values);
-  ``variant-format`` and ``variant-args`` as on :class:`bake.stage.Stage`. Variants added to a
+  ``variant-format`` and ``variant-args`` as on :class:`bake.plan.stage.Stage`. Variants added to a
   stage with a fixed ``variant`` tag replace it. An axis the stage does not declare must appear
   in the ``variant-format`` in force (so ``pyth`` for ``python`` is an error naming ``python``).
 
@@ -20,8 +20,9 @@ import dataclasses
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 from bake.errors import ConfigError, StageError, did_you_mean
-from bake.stage import Stage, validate
-from bake.variants import _FIELD, expand
+from bake.plan.stage import Stage
+from bake.plan.validate import validate
+from bake.plan.variants import _FIELD, expand
 
 
 @dataclasses.dataclass(frozen=True)

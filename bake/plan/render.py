@@ -20,7 +20,7 @@ import string
 from pathlib import Path
 from typing import Iterable
 
-from bake import __version__
+from bake.version import __version__
 
 
 def escape_interpolation(value: str) -> str:

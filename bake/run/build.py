@@ -7,8 +7,9 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from bake import engine, sitrep
-from bake.compose import DEFAULT_GROUP, Composition
+from bake.run import engine
+from bake.run import sitrep
+from bake.plan.compose import DEFAULT_GROUP, Composition
 from bake.errors import OutputError
 from bake.output import write_atomic
 
@@ -29,7 +30,7 @@ def run_build(
     :returns: the sitrep; its ``outcome`` is ``pass`` or ``fail``, and ``interrupted`` is true
         when Ctrl-C or SIGTERM stopped the build. A failed or interrupted build still writes all
         three files, naming the failing target.
-    :raises bake.engine.EngineError: the engine cannot be reached (nothing was built).
+    :raises bake.run.engine.EngineError: the engine cannot be reached (nothing was built).
     :raises bake.errors.OutputError: a report file cannot be written.
     """
     try:  # where the reports go, before anything is built: a bad path is bad input (exit 2)

@@ -17,9 +17,11 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import pluggy
 
-from bake import PROJECT, hookspecs
+from bake.plan import hookspecs
+from bake.plan.hookspecs import PROJECT
 from bake.errors import PluginError, StageError
-from bake.stage import Source, Stage, validate
+from bake.plan.stage import Source, Stage
+from bake.plan.validate import validate
 
 # A dataclass constructor called with a field it does not have, or without a required one
 # (Python 3.10+ names the class: "Stage.__init__() got an unexpected keyword argument 'imagee'").

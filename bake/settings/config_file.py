@@ -25,7 +25,7 @@ Keys (``bake-plan config`` prints them merged)::
     disable = ["xla-ci"]                       # blocked before loading
     enable = ["base", "jax"]                   # if given: only these (and bake-plan's own policies)
 
-    [stages.jax]                               # bake.overrides
+    [stages.jax]                               # bake.plan.overrides
     args = { BAZEL_CACHE = "https://cache.example" }
     sources = { JAX = { ref = "jax-v0.4.30" } }
 
@@ -52,8 +52,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from bake.errors import ConfigError, UsageError, did_you_mean
-from bake.naming import check_platform, check_registry
-from bake.overrides import StageOverride
+from bake.plan.names import check_platform, check_registry
+from bake.plan.overrides import StageOverride
 
 try:  # Python 3.11+
     import tomllib
@@ -473,7 +473,7 @@ class Settings:
     """The merged configuration.
 
     :param values: top-level key (and ``plugins.enable``/``plugins.disable``) → :class:`Setting`.
-    :param stages: the per-stage overrides (:class:`bake.overrides.StageOverride`), file order.
+    :param stages: the per-stage overrides (:class:`bake.plan.overrides.StageOverride`), file order.
     :param file: the configuration file, or ``None``.
     """
 
@@ -504,9 +504,9 @@ class Settings:
         return targets
 
     def plan_options(self, **extra):
-        """:class:`bake.compose.PlanOptions` from the merged values; ``extra`` adds the
+        """:class:`bake.plan.compose.PlanOptions` from the merged values; ``extra`` adds the
         command-line-only ones (``cache_branch``, ``from_registry``, ``digests``)."""
-        from bake.compose import PlanOptions
+        from bake.plan.compose import PlanOptions
 
         return PlanOptions(
             targets=self.targets(),
@@ -525,7 +525,7 @@ class Settings:
         :raises ConfigError: a name that is not an installed plugin, a core plugin disabled, or
             every plugin that declares stages blocked.
         """
-        from bake.plugins import CORE_PLUGINS
+        from bake.plan.plugins import CORE_PLUGINS
 
         for key in ("plugins.enable", "plugins.disable"):
             setting = self.values[key]
@@ -552,7 +552,7 @@ class Settings:
 
     def plugin_manager(self):
         """A plugin manager with the configuration's disabled plugins blocked before loading."""
-        from bake.plugins import entry_point_names, get_plugin_manager
+        from bake.plan.plugins import entry_point_names, get_plugin_manager
 
         return get_plugin_manager(blocked=self.blocked_plugins(entry_point_names()))
 

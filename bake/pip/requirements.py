@@ -4,11 +4,10 @@ A line is pip's requirements-file syntax (https://pip.pypa.io/en/stable/referenc
 a PEP 508 requirement (``numpy<2``, ``jaxlib @ file:///opt/jaxlib/dist/x.whl``), an editable
 (``-e file:///opt/paxml``), a bare path or URL, or an option (``--extra-index-url …``,
 ``-f …``, ``-r …``). This module answers the few questions bake-plan asks about one line: which
-project it names, which local path it refers to, whether a ``git+`` URL in it is pinned to a
-commit, and whether its environment marker holds on a given platform. It rewrites in-image paths
-to host paths (for ``bake-plan lock``) and back.
+project it names, which local path it refers to, and whether its environment marker holds on a
+given platform. It rewrites in-image paths to host paths (for ``bake-plan lock``) and back.
 
-``packaging`` is imported lazily: ``bake-plan plan`` only needs :func:`unpinned_vcs`.
+``packaging`` is imported lazily: ``bake-plan plan`` needs none of it.
 """
 
 from __future__ import annotations
@@ -18,9 +17,6 @@ import urllib.parse
 from pathlib import PurePosixPath
 from typing import Dict, Mapping, Optional, Tuple
 
-# A git+ URL pinned to a full commit: "…git+<url>@<40 hex>" then a fragment, a space, a marker or the end.
-# The same rule as stages/scripts/pip-finalize.sh, so a line the host accepts the image accepts too.
-_VCS_PINNED = re.compile(r"git\+\S*@[0-9a-fA-F]{40}(?=[#\s;]|$)")
 
 # Options whose value is a path or URL that may point into the image.
 _LOCATION_OPTIONS = ("-e", "--editable", "-f", "--find-links", "-r", "--requirement", "-c", "--constraint",
@@ -44,12 +40,6 @@ PLATFORM_MACHINE = {
     "linux/riscv64": "riscv64",
     "linux/386": "i686",
 }
-
-
-def unpinned_vcs(line: str) -> bool:
-    """True when ``line`` has a ``git+`` URL that is not pinned to a full 40-hex commit
-    (``pkg @ git+https://…@main``). Such a line makes an image depend on when it was built."""
-    return "git+" in line and not _VCS_PINNED.search(line)
 
 
 def split_option(line: str) -> Tuple[Optional[str], str]:

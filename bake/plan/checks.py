@@ -6,7 +6,7 @@ stage's fields, or a plugin's ``bake_plan_adjust_target``):
 - valid Unicode text in NFC: bake stores every string through cty, which NFC-normalises it, so a
   decomposed ``é`` (``e`` + U+0301) would come back changed, and a lone surrogate cannot be
   written as UTF-8 at all;
-- free of credentials (:mod:`bake.secrets`): no arg or label named like one, no string that
+- free of credentials (:mod:`bake.plan.secrets`): no arg or label named like one, no string that
   looks like one anywhere in the target.
 """
 
@@ -16,8 +16,8 @@ import unicodedata
 from typing import AbstractSet
 
 from bake.errors import PluginError, StageError
-from bake.secrets import SECRET_HINT, credential_name, credential_value, walk_strings
-from bake.stage import Stage
+from bake.plan.secrets import SECRET_HINT, credential_name, credential_value, walk_strings
+from bake.plan.stage import Stage
 
 _SCALARS = (str, bool, int, float)
 

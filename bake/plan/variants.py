@@ -16,7 +16,7 @@ keep working. Each concrete stage gets:
   (``xla-ci-3.10-12.1``; the bake target is ``xla-ci-3_10-12_1``). A stage whose axes each have
   one value keeps its own name, so a matrix of one is the stage as it always was;
 - ``variant``: ``variant_format`` filled in (``dev-3.10_cuda_12.1``), which the default policies
-  (:mod:`bake.policies`) use for tags (``dev-3.10_cuda_12.1``, ``dev-3.10_cuda_12.1-nightly-DATE``)
+  (:mod:`bake.plan.policies`) use for tags (``dev-3.10_cuda_12.1``, ``dev-3.10_cuda_12.1-nightly-DATE``)
   and the cache key (``cache-silo-<cache_scope or declared name>-dev-3.10_cuda_12.1``);
 - build args: each axis's value under ``variant_args[axis]`` (default: the axis name), and
   ``{axis}`` placeholders in ``base_image`` and in arg values filled in;
@@ -34,13 +34,11 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import re
-from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Set, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from bake.errors import StageError
-from bake.naming import check_tag
-
-if TYPE_CHECKING:
-    from bake.stage import Stage
+from bake.plan.names import check_reference, check_tag
+from bake.plan.stage import Stage, dependencies
 
 _AXIS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
@@ -49,7 +47,7 @@ _FIELD = re.compile(r"\{([^{}]*)\}")
 
 
 def check(stage, fail: Callable[[str, str], Exception]) -> dict:
-    """Check a declared stage's variant fields (called by :func:`bake.stage.validate`).
+    """Check a declared stage's variant fields (called by :func:`bake.plan.validate.validate`).
 
     :param fail: ``fail(field, message)`` gives the exception to raise (it names plugin and stage).
     :returns: the normalised fields: ``variants`` (axis → tuple of values), ``variant_args``.
@@ -115,7 +113,7 @@ class _Matrix:
 _NONE = _Matrix(axes={}, own=(), fmt=None, args={})
 
 
-def expand(stages: Dict[str, "Stage"]) -> Dict[str, "Stage"]:
+def expand(stages: Dict[str, Stage]) -> Dict[str, Stage]:
     """Every stage with variants (declared or inherited) replaced by its concrete stages.
 
     :param stages: validated stages by name, in declaration order.
@@ -124,7 +122,6 @@ def expand(stages: Dict[str, "Stage"]) -> Dict[str, "Stage"]:
         the same variant tag, a filled-in tag is not a valid tag, or a child's inherited axes
         disagree / repeat its own.
     """
-    from bake.compose import dependencies  # here: compose → plugins → stage → this module
 
     if not any(s.variants for s in stages.values()):
         return stages
@@ -138,7 +135,7 @@ def expand(stages: Dict[str, "Stage"]) -> Dict[str, "Stage"]:
             matrices[name] = _NONE if stage is None or name in cyclic else _matrix_of(stage, matrix, dependencies)
         return matrices[name]
 
-    out: Dict[str, "Stage"] = {}
+    out: Dict[str, Stage] = {}
     for stage in stages.values():
         m = matrix(stage.name)
         if not m.axes:
@@ -210,7 +207,6 @@ def _concrete(stage, m: _Matrix, values: Dict[str, str], matrix, dependencies):
     name = m.name_of(stage.name, values)
     base_image = fill(stage.base_image, values)
     if base_image is not None:
-        from bake.naming import check_reference
 
         try:
             check_reference(base_image)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from bake.compose import Composition, dependencies, output_target
-from bake.naming import arch_of
+from bake.plan.compose import Composition, dependencies, output_target
+from bake.plan.names import arch_of
 
 
 def jobs(composition: Composition) -> List[dict]:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Dict, List
 
-from bake.compose import Composition
+from bake.plan.compose import Composition
 from bake.errors import BakePlanError, RunError
-from bake.naming import arch_of
+from bake.plan.names import arch_of
 
 
 @dataclass(frozen=True)

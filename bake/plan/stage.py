@@ -1,0 +1,137 @@
+"""The stage model: what a plugin declares about one image of the family.
+
+Checking a stage a plugin returned is :mod:`bake.plan.validate`.
+
+A two-stage image (``kind="mealkit"``, the JAX-Toolbox layout) has a Dockerfile with a
+``mealkit`` stage and a last stage ``FROM mealkit AS final``; bake-plan turns it into the bake
+targets ``<name>-mealkit`` and ``<name>``. A one-target stage (``kind="single"``) is built as is:
+a wheel builder such as ``te``, or a CI image such as ``xla-ci``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import List, Mapping, Optional, Tuple, Union
+
+SOURCE_MODES = ("git-clone", "pip-vcs")
+
+@dataclass(frozen=True)
+class Source:
+    """A source a stage fetches at build time (the JAX-Toolbox sources manifest).
+
+    :param name: upper-case suffix of the args: ``URLREF_<name>`` = ``<url>#<ref>`` and
+        ``SRC_PATH_<name>`` = ``path``.
+    :param url: git URL.
+    :param ref: branch, tag or commit.
+    :param path: where the source lands in the image; default ``/opt/<name lower-cased>``.
+    :param mode: ``git-clone`` (cloned, installed editable) or ``pip-vcs`` (a ``git+`` line; its
+        ``ref`` must then be a 40-hex commit, as pip-finalize refuses unpinned ``git+`` lines).
+
+    Built-in plugins take url and commit from the sources manifest (:func:`bake.pip.sources.source`).
+    """
+
+    name: str
+    url: str
+    ref: str = "main"
+    path: Optional[str] = None
+    mode: str = "git-clone"
+
+    @property
+    def urlref(self) -> str:
+        """``<url>#<ref>``, the ``URLREF_<name>`` arg."""
+        return f"{self.url}#{self.ref}"
+
+    @property
+    def src_path(self) -> str:
+        """Where the source lands in the image, the ``SRC_PATH_<name>`` arg."""
+        return self.path or "/opt/" + self.name.lower().replace("_", "-")
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One image of the family, as a plugin declares it.
+
+    :param name: stage name, unique in the family (``[A-Za-z0-9][A-Za-z0-9_.-]*``).
+    :param context: the build context: an absolute directory (built-in stages live under
+        ``stages/``, see :func:`bake.resources.stage_dir`) or a URL buildx accepts.
+    :param image: repository under the registry (``jax`` → ``ghcr.io/nvidia/jax``); ``None`` for a
+        stage that is only consumed by others (no tags, not pushed).
+    :param registry: default registry and namespace; ``--registry`` replaces it.
+    :param parent: the stage this one builds on (its meal kit, through the ``base`` named context).
+    :param base_image: the external image a root stage starts from, passed as ``base_image_arg``.
+    :param kind: ``"mealkit"`` (targets ``<name>-mealkit`` and ``<name>``) or ``"single"``.
+    :param target: the Dockerfile stage a ``single`` stage builds (``None``: the last one).
+    :param args: build args (name → value); values are plain strings, never secrets: a name or
+        value that looks like a credential is refused (:mod:`bake.plan.secrets`); secrets reach builds
+        through ``--secret`` and ``RUN --mount=type=secret``.
+    :param platforms: platforms the stage supports, ``os/arch[/variant]``.
+    :param sources: :class:`Source` list, passed as ``URLREF_*``/``SRC_PATH_*`` args.
+    :param requirements: pip requirement lines the stage contributes to
+        ``/opt/pip-tools.d/requirements-<name>.in`` (passed as the ``REQUIREMENTS`` arg). A
+        ``git+`` URL must be pinned to a 40-hex commit (``pkg @ git+https://…@<commit>``).
+    :param host_paths: for ``bake-plan lock``, which compiles the requirements on the host: in-image
+        absolute path → host absolute path, for lines that name a path in the image
+        (``{"/opt/delta": "/src/delta"}`` resolves ``-e file:///opt/delta`` from ``/src/delta``;
+        a directory key covers everything under it). The lock names the in-image paths again.
+    :param uses: named context → stage name, for stages whose output this one copies
+        (``{"te": "te"}``: jax ships the Transformer Engine wheel). Becomes ``target:<that>``.
+    :param contexts: extra named contexts: name → absolute directory or URL.
+    :param variant: the toolchain variant tag, e.g. ``dev-3.8_cuda_12.1`` (Python 3.8, CUDA 12.1).
+    :param cache_scope: the scope of the cache key (``cache-silo-<scope>-…``); default the name.
+    :param variants: a matrix: axis → values, e.g. ``{"python": ("3.10", "3.12"), "cuda": ("12.1",
+        "12.4")}``; the stage is expanded into one concrete stage per combination
+        (:mod:`bake.plan.variants`). ``{axis}`` in ``base_image`` and in arg values is filled in.
+    :param variant_format: the variant tag of a combination, e.g. ``dev-{python}_cuda_{cuda}``
+        (default: the parent's, else ``python{python}_cuda{cuda}``).
+    :param variant_args: axis → build-arg name that carries its value (default: the axis name).
+    :param variant_of: filled in by bake-plan on a concrete variant: the declared stage's name.
+    :param plugin: filled in by bake-plan with the name of the plugin that returned the stage.
+    """
+
+    name: str
+    context: Union[str, Path]
+    image: Optional[str] = None
+    registry: str = "ghcr.io/nvidia"
+    parent: Optional[str] = None
+    base_image: Optional[str] = None
+    base_image_arg: str = "BASE_IMAGE"
+    dockerfile: str = "Dockerfile"
+    dockerfile_inline: Optional[str] = None
+    kind: str = "mealkit"
+    target: Optional[str] = None
+    args: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    platforms: Tuple[str, ...] = ("linux/amd64", "linux/arm64")
+    sources: Tuple[Source, ...] = ()
+    requirements: Tuple[str, ...] = ()
+    uses: Mapping[str, str] = field(default_factory=dict)
+    contexts: Mapping[str, str] = field(default_factory=dict)
+    host_paths: Mapping[str, str] = field(default_factory=dict)
+    variant: Optional[str] = None
+    cache_scope: Optional[str] = None
+    variants: Mapping[str, Tuple[str, ...]] = field(default_factory=dict)
+    variant_format: Optional[str] = None
+    variant_args: Mapping[str, str] = field(default_factory=dict)
+    variant_of: Optional[str] = None
+    plugin: str = ""
+
+    def build_args(self) -> dict:
+        """The stage's own args plus the ones bake-plan derives (base image, sources, requirements)."""
+        out = {}
+        if self.base_image is not None:
+            out[self.base_image_arg] = self.base_image
+        for src in self.sources:
+            out[f"URLREF_{src.name}"] = src.urlref
+            out[f"SRC_PATH_{src.name}"] = src.src_path
+        if self.kind == "mealkit":
+            out["REQUIREMENTS"] = "\n".join(self.requirements)
+        out.update(self.args)
+        return out
+
+
+def dependencies(stage: Stage) -> List[str]:
+    """Stage names ``stage`` needs built first: its parent, then the stages it ``uses``."""
+    deps = [stage.parent] if stage.parent else []
+    return deps + [s for s in stage.uses.values() if s not in deps]
+
