@@ -1,0 +1,15 @@
+"""Running a written plan: the only code that talks to Docker.
+
+- :mod:`bake.run.engine`: the one module that reaches Docker, through python-on-whales (imported
+  inside its functions, so planning never pays for it): ``buildx bake``, the progress reader,
+  build history, image checks, ``imagetools create``.
+- :mod:`bake.run.build`: a plan file -> buildx -> the sitrep.
+- :mod:`bake.run.sitrep`: the situation report (``sitrep.json``, a badge, a Markdown summary).
+- :mod:`bake.run.publish`: per-arch images merged into multi-arch tags, only when every arch is
+  there (the Docker calls passed in as callables).
+
+May import itself, :mod:`bake.plan`, :mod:`bake.errors`, :mod:`bake.resources`,
+:mod:`bake.output`, :mod:`bake.version`, ``python_on_whales`` and ``subprocess``; never
+:mod:`bake.pip` (its sibling) or anything above: :mod:`bake.settings`, :mod:`bake.api`,
+:mod:`bake.cli`, :mod:`bake.testing` (``tests/test_architecture.py``; ``docs/architecture.md``).
+"""
