@@ -1,6 +1,6 @@
 """The command line: ``bake-plan [plan] --target T…``, ``build``, ``publish``, ``matrix``, ``lock``,
-``bump``, ``stages``, ``graph``, ``config``. Values come from the flags, then the configuration
-file (:mod:`bake.settings.config_file`).
+``bump``, ``stages``, ``graph``, ``config``: argparse → :func:`bake.settings.merge.gather` (flags,
+configuration file and environment, checked once) → one function of :mod:`bake.commands`.
 
 The core raises :class:`bake.errors.BakePlanError`; only this module prints and picks exit
 statuses (``docs/errors.md``): 0 success; 1 the work started and failed (a build, a push, a
@@ -14,12 +14,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 from typing import List, Optional, Sequence
 
-from bake.version import __version__
+from bake import commands
 from bake.errors import BakePlanError, UsageError
-from bake.plan.names import check_reference
+from bake.pip.sources import use_manifest
+from bake.plan.secrets import redact
+from bake.settings import values
+from bake.settings.merge import gather
+from bake.version import __version__
 
 COMMANDS = ("plan", "build", "publish", "matrix", "lock", "bump", "stages", "graph", "config")
 DEFAULT_LOCKS_DIR = "locks"
@@ -185,307 +188,35 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     return build_parser().parse_args(argv)
 
 
-def base_image_pairs(values: Sequence[str]) -> dict:
-    """``ORIGINAL=REPLACEMENT`` values as ``{original: replacement}``. :raises UsageError: a malformed value."""
-    pairs = {}
-    for value in values:
-        original, sep, replacement = value.partition("=")
-        if not sep:
-            raise UsageError(f"--base-image {value!r} is not ORIGINAL=REPLACEMENT (two image references)")
-        for part in (original, replacement):
-            try:
-                check_reference(part)
-            except ValueError as err:
-                raise UsageError(f"--base-image {value!r}: {err}") from None
-        if pairs.get(original, replacement) != replacement:
-            raise UsageError(f"--base-image {original!r} is given twice, as {pairs[original]!r} and {replacement!r}")
-        pairs[original] = replacement
-    return pairs
+COMMAND_FUNCTIONS = {"plan": commands.plan, "build": commands.build, "publish": commands.publish,
+                     "matrix": commands.matrix, "lock": commands.lock, "bump": commands.bump,
+                     "stages": commands.stages, "graph": commands.graph, "config": commands.config}
 
 
-def settings(args):
-    """The configuration file (``--config`` or found from the current directory) merged with
-    the flags given (:func:`bake.settings.config_file.resolve`)."""
-    from bake.settings import config_file as config
-
-    given = {
-        "registry": getattr(args, "registry", None),
-        "platforms": getattr(args, "platform", None) or None,
-        "date": getattr(args, "date", None),
-        "targets": getattr(args, "target", None),
-        "base-images": base_image_pairs(getattr(args, "base_image", None) or []) or None,
-        "cache-from-branch": getattr(args, "cache_from_branch", None),
-        "metadata-targets": getattr(args, "metadata_targets", None),
-    }
-    flags = {key: value for key, value in given.items() if value is not None}
-    return config.resolve(config.load(getattr(args, "config", None)), flags)
-
-
-def secret_specs(values: Sequence[str]) -> tuple:
-    """``--secret`` values as :class:`bake.plan.secrets.SecretSpec` (a relative ``src`` made absolute).
-
-    :raises UsageError: a malformed value, a missing file, or one id given twice.
-    """
-    from bake.plan.secrets import parse_secret
-
-    specs = []
-    for value in values:
-        try:
-            spec = parse_secret(value)
-        except ValueError as err:
-            raise UsageError(f"--secret {value!r}: {err}") from None
-        if any(s.id == spec.id for s in specs):
-            raise UsageError(f"--secret: id '{spec.id}' is given twice")
-        specs.append(spec)
-    return tuple(specs)
-
-
-def _compose(args, per_arch: bool = True):
-    from bake.api import make_plan
-
-    config = settings(args)
-    digests = {}
-    for report in getattr(args, "parent_report", []):
-        digests.update(read_digests(report))
-    options = config.plan_options(
-        cache_branch=getattr(args, "cache_branch", None),
-        from_registry=getattr(args, "from_registry", False),
-        digests=digests,
-        secrets=secret_specs(getattr(args, "secret", [])),
-        not_secret=frozenset(getattr(args, "not_secret", [])),
-        per_arch=per_arch,
-    )
-    locked = getattr(args, "locked", False)
-    composition = make_plan(options, config.plugin_manager(), config.stages,
-                            locks_dir=Path(args.locks_dir) if locked else None)
-    if config.values["metadata-targets"].source == "--metadata-targets" and not args.metadata_bake_file:
-        raise UsageError("--metadata-targets needs --metadata-bake-file (the file docker/metadata-action writes)")
-    if getattr(args, "metadata_bake_file", None):
-        from bake.plan.metadata import inherit, read_bake_files
-
-        inherit(composition, read_bake_files(args.metadata_bake_file), config["metadata-targets"], arch=options.arch)
-    return composition
-
-
-def read_digests(path: str) -> dict:
-    """Bake target → image digest from a sitrep.json (``targets.<name>.digest``) or a buildx
-    metadata file (``<name>.containerimage.digest``).
-
-    :raises UsageError: the file is unreadable or neither shape.
-    """
-    import json
-
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError) as err:
-        raise UsageError(f"--parent-report {path}: {getattr(err, 'strerror', None) or err}") from None
-    if isinstance(data, dict) and isinstance(data.get("targets"), dict):
-        return {n: t["digest"] for n, t in data["targets"].items() if isinstance(t, dict) and t.get("digest")}
-    if isinstance(data, dict) and all(isinstance(v, dict) for v in data.values()):
-        return {n: t["containerimage.digest"] for n, t in data.items() if t.get("containerimage.digest")}
-    raise UsageError(f"--parent-report {path}: neither a sitrep.json nor a buildx metadata file")
-
-
-def _write_plan(args, composition, summary_to) -> str:
-    from bake.api import FORMATS as DEFAULT_FILES, render
-    from bake.output import write_atomic
-
-    output = args.output or DEFAULT_FILES[args.format]
-    filename = os.path.basename(output) if output != "-" else DEFAULT_FILES[args.format]
-    write_atomic(output, render(composition, args.format, filename=filename))
-    plan = composition.plan
-    built = plan["group"]["default"]["targets"]
-    where = "stdout" if output == "-" else output
-    print(f"bake-plan: wrote {len(built)} targets for {', '.join(composition.requested)} to {where}", file=summary_to)
-    for name in built:
-        target = plan["target"][name]
-        tags = ", ".join(t.rsplit("/", 1)[-1] for t in target.get("tags", []))
-        if not tags:
-            tags = f"(tags from {', '.join(target['inherits'])})" if target.get("inherits") else "(not tagged)"
-        print(f"  {name:<28} {','.join(target['platforms']):<24} {tags}", file=summary_to)
-    if composition.bake_files:
-        files = [output if output != "-" else DEFAULT_FILES[args.format], *composition.bake_files]
-        print(f"  build with: docker buildx bake {' '.join('-f ' + f for f in files)}", file=summary_to)
-    return output
-
-
-def _cmd_plan(args) -> int:
-    composition = _compose(args)
-    _write_plan(args, composition, sys.stderr if args.output == "-" else sys.stdout)
-    return 0
-
-
-def _cmd_build(args) -> int:
-    from bake.run.build import run_build
-
-    if args.output == "-":
-        raise UsageError("build needs a plan file: -o - is for `bake-plan plan`")
-    for spec in secret_specs(args.secret):
-        if spec.env and spec.env not in os.environ:
-            raise UsageError(f"--secret id={spec.id},env={spec.env}: {spec.env} is not set, so the build "
-                             "could not mount the secret")
-    composition = _compose(args)
-    plan_file = _write_plan(args, composition, sys.stdout)
-    sitrep_dir = Path(args.sitrep_dir)
-    metadata_file = Path(args.metadata_file) if args.metadata_file else sitrep_dir / "bake-metadata.json"
-    sitrep = run_build(
-        composition, Path(plan_file), sitrep_dir=sitrep_dir, metadata_file=metadata_file,
-        push=args.push, load=args.load, builder=args.builder,
-    )
-    print(f"bake-plan: {sitrep['summary']}", file=sys.stdout if sitrep["outcome"] == "pass" else sys.stderr)
-    if sitrep.get("interrupted"):
-        return 130
-    return 0 if sitrep["outcome"] == "pass" else 1
-
-
-def _cmd_publish(args) -> int:
-    from bake.run import engine
-    from bake.run.publish import manifests, publish
-
-    composition = _compose(args, per_arch=False)  # the multi-arch tags, made from the per-arch ones
-    wanted = manifests(composition)
-
-    def report(manifest) -> None:
-        print(f"published {manifest.tag} <- {', '.join(s.rsplit(':', 1)[-1] for s in manifest.sources)}", flush=True)
-
-    missing = publish(wanted, engine.image_exists, engine.create_manifest, on_created=report)
-    if missing:
-        print(f"bake-plan: error: not publishing: {len(missing)} per-arch image(s) missing; no tag was created:",
-              file=sys.stderr)
-        for ref in missing:
-            print(f"  missing {ref}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def _cmd_matrix(args) -> int:
-    import json
-
-    from bake.plan.matrix import jobs
-
-    entries = jobs(_compose(args))
-    if args.wave is not None:
-        entries = [e for e in entries if e["wave"] == args.wave]
-    matrix = {"include": entries}
-    print(json.dumps(matrix, separators=(",", ":")) if args.format == "github" else json.dumps(matrix, indent=2))
-def _pip_args(args) -> List[str]:
-    out = []
-    if args.index_url:
-        out += ["--index-url", args.index_url]
-    for url in args.extra_index_url:
-        out += ["--extra-index-url", url]
-    for link in args.find_links:
-        out += ["--find-links", link]
-    if args.no_index:
-        out.append("--no-index")
-    for host in args.trusted_host:
-        out += ["--trusted-host", host]
-    return out
-
-
-def _cmd_lock(args) -> int:
-    from bake.api import make_plan
-    from bake.pip.lock import compile_lock, lock_specs, python_version, write_locks
-
-    config = settings(args)  # plugins enabled, stage overrides, targets and platforms
-    composition = make_plan(config.plan_options(), config.plugin_manager(), config.stages)
-    specs = [spec for name in composition.requested for spec in lock_specs(composition, name)]
-    version = python_version(args.python)
-    pip_args = _pip_args(args)
-    results = []
-    for spec in specs:
-        print(f"bake-plan: locking {spec.describe()}: {len(spec.lines)} requirement lines "
-              f"from {len({line.stage for line in spec.lines})} stages", file=sys.stderr)
-        for line in spec.skipped:
-            print(f"bake-plan: note: skipped {line.text!r} of {line.who()}: in-image path {line.missing} "
-                  "has no host path (declare it in the stage's host_paths); the lock leaves it out",
-                  file=sys.stderr)
-        results.append((spec, compile_lock(spec, pip_args, python=args.python, version=version)))
-    # Every lock compiled before any is written: a conflict in the second leaves the first as it was.
-    for path, (spec, text) in zip(write_locks(results, Path(args.locks_dir)), results):
-        pins = sum(1 for row in text.splitlines() if row and not row[0].isspace() and not row.startswith(("#", "--")))
-        print(f"bake-plan: wrote {path}: {pins} pinned requirements for {spec.describe()}")
-        if not spec.lines:
-            print(f"bake-plan: note: the stages of '{spec.target}' declare no requirement lines; "
-                  "lines their Dockerfiles write at build time are not seen on the host", file=sys.stderr)
-    return 0
-
-
-def _cmd_bump(args) -> int:
-    from bake.pip.sources import bump, manifest_path
-
-    results = bump(args.names)
-    for result in results:
-        change = f"{result.old[:12]} -> {result.new[:12]}" if result.moved else f"{result.new[:12]} (unchanged)"
-        print(f"bake-plan: {result.key}: {change} ({result.tracking_ref})")
-    moved = sum(1 for r in results if r.moved)
-    print(f"bake-plan: {moved} of {len(results)} sources moved" + (f"; rewrote {manifest_path()}" if moved else ""))
-    return 0
-
-
-def _cmd_stages(args) -> int:
-    from bake.api import collect_stages
-    from bake.plan.plugins import Hooks
-
-    config = settings(args)
-    stages = collect_stages(Hooks(config.plugin_manager()), config.stages)
-    rows = [("STAGE", "PLUGIN", "PARENT", "PLATFORMS")]
-    for stage in sorted(stages.values(), key=lambda s: s.name):
-        parent = stage.parent or (f"image {stage.base_image}" if stage.base_image else "-")
-        rows.append((stage.name, stage.plugin, parent, ",".join(stage.platforms)))
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    for row in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[3])
-    return 0
-
-
-def _cmd_graph(args) -> int:
-    from bake.plan.graph import render_graph
-    from bake.output import write_atomic
-
-    write_atomic(args.output, render_graph(_compose(args), args.format), what="the graph")
-    return 0
-
-
-def _cmd_config(args) -> int:
-    from bake.settings import config_file as cfg
-
-    merged = settings(args)
-    sys.stdout.write(cfg.to_json(merged) if args.format == "json" else cfg.to_toml(merged))
-    return 0
-
-
-def _known_secrets(args) -> list:
+def _known_secrets(given: dict) -> list:
     """The current values of the ``--secret``s given, for redaction (best effort: none on bad input)."""
     try:
-        return [v for v in (spec.value() for spec in secret_specs(getattr(args, "secret", None) or [])) if v]
+        return [v for v in (spec.value() for spec in values.secrets(given.get("secret") or ())) if v]
     except BakePlanError:
         return []
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the ``bake-plan`` console script. Returns the exit status."""
-    args = None
+    given: dict = {}
     _terminate_like_ctrl_c()
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
-        if getattr(args, "sources", None):
-            from bake.pip.sources import use_manifest
-
-            if not os.path.isfile(args.sources):
-                raise UsageError(f"--sources {args.sources}: no such file (the sources manifest)")
-
-            use_manifest(args.sources)
-        command = {"stages": _cmd_stages, "build": _cmd_build, "publish": _cmd_publish, "matrix": _cmd_matrix,
-                   "lock": _cmd_lock, "bump": _cmd_bump, "graph": _cmd_graph, "config": _cmd_config}
-        return command.get(args.command, _cmd_plan)(args)
+        given = vars(args)
+        settings = gather(args.command or "plan", given)
+        if settings.sources:
+            use_manifest(settings.sources)
+        return COMMAND_FUNCTIONS[settings.command](settings)
     except BakePlanError as err:
-        from bake.plan.secrets import redact
-
-        print(f"bake-plan: error: {redact(' '.join(str(err).split()), _known_secrets(args))}", file=sys.stderr)
+        known = _known_secrets(given)
+        print(f"bake-plan: error: {redact(' '.join(str(err).split()), known)}", file=sys.stderr)
         for detail in err.details:
-            print(f"  {redact(detail, _known_secrets(args))}", file=sys.stderr)
+            print(f"  {redact(detail, known)}", file=sys.stderr)
         return err.exit_status
     except KeyboardInterrupt:
         print("bake-plan: interrupted", file=sys.stderr)

@@ -37,6 +37,7 @@ LAYERS: Tuple[Tuple[int, str], ...] = (
     (3, "bake.settings.*"),
     (4, "bake.api"),
     (5, "bake.testing"),
+    (5, "bake.commands"),
     (5, "bake.cli"),
 )
 """An import may only go to the same layer or a lower one. A module in no layer is an error: a

@@ -22,6 +22,7 @@ _DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}
 _REFERENCE = re.compile(
     rf"(?:{_HOST}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?(?:@{_DIGEST})?\Z"
 )
+_SHA256_DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
 _TARGET_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _MAX_REPOSITORY = 255  # distribution: the whole "host/path" name
 
@@ -107,6 +108,17 @@ def check_reference(ref: str) -> str:
         name = name.rsplit(":", 1)[0]
     check_repository(name)
     return ref
+
+
+def check_digest(digest: str) -> str:
+    """A content digest as registries and buildx write it: ``sha256:<64 hex>`` (the OCI image
+    spec's ``algorithm:encoded``; bake-plan pins images by sha256 only).
+
+    :raises ValueError: anything else.
+    """
+    if not isinstance(digest, str) or not _SHA256_DIGEST.match(digest):
+        raise ValueError(f"{_show(str(digest))} is not an image digest (sha256: and 64 lower-case hex digits)")
+    return digest
 
 
 def check_platform(platform: str) -> str:

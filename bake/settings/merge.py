@@ -1,0 +1,298 @@
+"""The merge: built-in defaults < the configuration file < the environment < the command line,
+into one checked :class:`Settings`.
+
+:func:`gather` is the only reader of the command line's values (a plain mapping the CLI makes from
+argparse) and of ``SOURCE_DATE_EPOCH``; every value goes through its one parser in
+:mod:`bake.settings.values`. What comes out is fully checked: nothing below reads flags again.
+(``BAKE_PLAN_SOURCES`` stays the sources manifest's own default, :func:`bake.pip.sources.manifest_path`,
+because plugins read the manifest under the library too, without settings.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import os
+from pathlib import Path
+from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
+
+from bake.errors import ConfigError, UsageError, did_you_mean
+from bake.plan.compose import PlanOptions
+from bake.plan.overrides import StageOverride
+from bake.plan.plugins import CORE_PLUGINS, entry_point_names
+from bake.plan.secrets import SecretSpec
+from bake.settings import values
+from bake.settings.file import CONFIG_FILE, PYPROJECT, FileConfig, bare_or_quoted, load
+
+DEFAULT = "default"
+
+FLAGS = {
+    "registry": "--registry",
+    "platforms": "--platform",
+    "date": "--date",
+    "targets": "--target",
+    "base-images": "--base-image",
+    "cache-from-branch": "--cache-from-branch",
+    "metadata-targets": "--metadata-targets",
+}
+"""Configuration keys a command-line flag can set too, and the flag."""
+
+_FLAG_VALUES = {  # configuration key → the command line's name for it (argparse's dest)
+    "registry": "registry", "platforms": "platform", "date": "date", "targets": "target",
+    "base-images": "base_image", "cache-from-branch": "cache_from_branch", "metadata-targets": "metadata_targets",
+}
+
+DEFAULTS: Dict[str, Any] = {
+    "registry": None,  # each stage's own
+    "platforms": (),  # each stage's own
+    "date": "auto",
+    "targets": (),
+    "base-images": {},
+    "cache-from-branch": None,
+    "metadata-targets": (),  # the requested stages' final targets
+    "plugins.enable": None,  # every installed plugin
+    "plugins.disable": (),
+}
+
+TARGET_COMMANDS = ("plan", "build", "publish", "matrix", "lock", "graph")
+"""Commands that work on targets: they need one, a date and the plugins."""
+
+_PIP_OPTIONS = (("index_url", "--index-url"), ("extra_index_url", "--extra-index-url"),
+                ("find_links", "--find-links"), ("no_index", "--no-index"), ("trusted_host", "--trusted-host"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """A merged value and where it came from (``default``, ``<file>:<table>``, ``--flag``,
+    ``env SOURCE_DATE_EPOCH``)."""
+
+    value: Any
+    source: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Everything one command needs, merged and checked (:func:`gather`).
+
+    Shared by every command: ``provenance`` (configuration key, and ``plugins.enable`` /
+    ``plugins.disable`` → :class:`Setting`, for ``bake-plan config``), ``file``, ``stages`` (the
+    per-stage overrides), ``targets``, ``platforms`` (``os/arch``), ``registry``, ``date`` (the
+    build day; ``None`` for commands without one) and ``date_source`` (``env SOURCE_DATE_EPOCH``
+    or the policy's source), ``base_images`` (``(original, replacement)``
+    pairs), ``cache_from_branch``, ``metadata_targets``, ``blocked_plugins`` (entry-point names not
+    to load), ``not_secret``. The rest belong to one command or a few, and keep their defaults
+    elsewhere: plan and build (``cache_branch``, ``from_registry``, ``digests`` target → sha256
+    digest, ``secrets``, ``metadata_bake_files``, ``format``, ``output``, ``locked``,
+    ``locks_dir``, ``sources`` the manifest), build (``push``, ``load``, ``builder``, ``metadata_file``, ``sitrep_dir``),
+    matrix (``matrix_format``, ``wave``), lock (``python``, ``pip_args``), bump (``names``),
+    graph and config (``format``, ``output``).
+    """
+
+    command: str
+    provenance: Mapping[str, Setting]
+    file: Optional[FileConfig] = None
+    stages: Tuple[StageOverride, ...] = ()
+    targets: Tuple[str, ...] = ()
+    platforms: Tuple[str, ...] = ()
+    registry: Optional[str] = None
+    date: Optional[datetime.date] = None
+    date_source: Optional[str] = None
+    base_images: Tuple[Tuple[str, str], ...] = ()
+    cache_from_branch: Optional[str] = None
+    metadata_targets: Tuple[str, ...] = ()
+    blocked_plugins: Tuple[str, ...] = ()
+    not_secret: FrozenSet[str] = frozenset()
+    cache_branch: Optional[str] = None
+    from_registry: bool = False
+    digests: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    secrets: Tuple[SecretSpec, ...] = ()
+    metadata_bake_files: Tuple[str, ...] = ()
+    format: str = "hcl"
+    output: Optional[str] = None
+    locked: bool = False
+    locks_dir: Path = Path("locks")
+    sources: Optional[Path] = None
+    push: bool = False
+    load: bool = False
+    builder: Optional[str] = None
+    metadata_file: Optional[Path] = None
+    sitrep_dir: Path = Path(".")
+    wave: Optional[int] = None
+    python: Optional[str] = None
+    pip_args: Tuple[str, ...] = ()
+    names: Tuple[str, ...] = ()
+
+    def __getitem__(self, key: str) -> Any:
+        """A merged configuration value by its key (``registry``, ``plugins.enable``…)."""
+        return self.provenance[key].value
+
+    def plan_options(self, per_arch: bool = True) -> PlanOptions:
+        """:class:`bake.plan.compose.PlanOptions` for composing the plan.
+
+        :param per_arch: ``False`` keeps a one-platform plan's tags without ``-<arch>`` (publish).
+        """
+        return PlanOptions(
+            targets=self.targets, date=self.date, platforms=self.platforms, registry=self.registry,
+            base_images=self.base_images, cache_from_branch=self.cache_from_branch,
+            cache_branch=self.cache_branch, from_registry=self.from_registry, digests=dict(self.digests),
+            secrets=self.secrets, not_secret=self.not_secret, per_arch=per_arch,
+        )
+
+
+def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -> Settings:
+    """The settings of one ``command``: defaults < configuration file < environment < ``given``.
+
+    :param given: the command line's values by argparse ``dest`` (``registry``, ``platform``,
+        ``base_image``, ``secret``…); a flag that was not given is absent or ``None``.
+    :raises UsageError: a bad flag or environment value, or a missing one (no target).
+    :raises ConfigError: a bad configuration file or value in it.
+    """
+    flag = given.get
+    sources = values.existing_file(flag("sources"), "--sources", "the sources manifest") if flag("sources") else None
+    if command == "build" and flag("output") == "-":
+        raise UsageError("build needs a plan file: -o - is for `bake-plan plan`")
+    file = load(flag("config"))
+    provenance = _merge(file, given)
+    stages = _overrides(file)
+    if command == "bump":
+        return Settings(command, provenance, file, sources=sources, names=tuple(flag("names") or ()))
+    targets = provenance["targets"].value
+    if command in TARGET_COMMANDS and not targets:
+        raise UsageError(f"no target: pass --target T, or set targets = [...] in {CONFIG_FILE} "
+                         f"or in [tool.bake-plan] of {PYPROJECT}")
+    date, date_source = None, None
+    if command in TARGET_COMMANDS or command == "config":
+        date, from_env = values.resolve_date(provenance["date"].value, environ)
+        date_source = from_env or provenance["date"].source
+    digests: Dict[str, str] = {}
+    for report in flag("parent_report") or ():
+        digests.update(values.parent_digests(report))
+    secrets = values.secrets(flag("secret") or ())
+    if command == "build":
+        for spec in secrets:
+            if spec.env and spec.env not in environ:
+                raise UsageError(f"--secret id={spec.id},env={spec.env}: {spec.env} is not set, so the build "
+                                 "could not mount the secret")
+    if (command in TARGET_COMMANDS and provenance["metadata-targets"].source == FLAGS["metadata-targets"]
+            and not flag("metadata_bake_file")):
+        raise UsageError("--metadata-targets needs --metadata-bake-file (the file docker/metadata-action writes)")
+    cache_branch = flag("cache_branch")
+    blocked = ()
+    if command in TARGET_COMMANDS or command == "stages":
+        blocked = tuple(_blocked_plugins(provenance, entry_point_names()))
+    return Settings(
+        command=command, provenance=provenance, file=file, stages=stages,
+        targets=targets, platforms=provenance["platforms"].value, registry=provenance["registry"].value,
+        date=date, date_source=date_source, base_images=tuple(provenance["base-images"].value.items()),
+        cache_from_branch=provenance["cache-from-branch"].value, metadata_targets=provenance["metadata-targets"].value,
+        blocked_plugins=blocked, not_secret=frozenset(flag("not_secret") or ()),
+        cache_branch=values.branch(cache_branch, "--cache-branch") if cache_branch is not None else None,
+        from_registry=bool(flag("from_registry")), digests=digests, secrets=secrets,
+        metadata_bake_files=tuple(flag("metadata_bake_file") or ()), format=flag("format") or "hcl",
+        output=flag("output"), locked=bool(flag("locked")), locks_dir=Path(flag("locks_dir") or "locks"),
+        sources=sources,
+        push=bool(flag("push")), load=bool(flag("load")), builder=flag("builder"),
+        metadata_file=Path(flag("metadata_file")) if flag("metadata_file") else None,
+        sitrep_dir=Path(flag("sitrep_dir") or "."), wave=flag("wave"), python=flag("python"),
+        pip_args=_pip_args(given),
+    )
+
+
+def _merge(file: Optional[FileConfig], given: Mapping[str, Any]) -> Dict[str, Setting]:
+    """Configuration key → :class:`Setting`: defaults, then the file's values, then the flags',
+    each through its parser."""
+    merged = {key: Setting(value, DEFAULT) for key, value in DEFAULTS.items()}
+    if file is not None:
+        for key, value in file.data.items():
+            if key == "plugins":
+                for sub, listed in value.items():
+                    merged[f"plugins.{sub}"] = Setting(values.names(listed), file.where("plugins"))
+            elif key != "stages":
+                where = f"{file.name}: [{file.table}] {key}" if file.table else f"{file.name}: {key}"
+                merged[key] = Setting(_parse(key, value, where), file.where())
+    for key, dest in _FLAG_VALUES.items():
+        value = given.get(dest)
+        if value is None or (key in ("platforms", "base-images") and not value):
+            continue
+        if key == "base-images":
+            value = values.base_image_flags(value)
+        merged[key] = Setting(_parse(key, value, FLAGS[key]), FLAGS[key])
+    return merged
+
+
+def _parse(key: str, value: Any, where: str) -> Any:
+    """One configuration key's value through its parser (:mod:`bake.settings.values`)."""
+    if key == "registry":
+        return values.registry(value, where)
+    if key == "platforms":
+        return values.platforms(value, where)
+    if key == "date":
+        return values.date_policy(value, where)
+    if key == "base-images":
+        return values.base_images(list(value.items()), where)
+    if key == "cache-from-branch":
+        return values.branch(value, where)
+    if key in ("targets", "metadata-targets"):
+        return values.names(value)
+    return value
+
+
+def _overrides(file: Optional[FileConfig]) -> Tuple[StageOverride, ...]:
+    """The file's ``[stages.<name>]`` tables as :class:`bake.plan.overrides.StageOverride`, file order."""
+    if file is None:
+        return ()
+    return tuple(
+        StageOverride(
+            stage=name,
+            where=file.where("stages", bare_or_quoted(name)),
+            args=dict(table.get("args", {})),
+            sources={src: dict(fields) for src, fields in table.get("sources", {}).items()},
+            base_image=table.get("base-image"),
+            variants={axis: tuple(v) for axis, v in table.get("variants", {}).items()},
+            variant_format=table.get("variant-format"),
+            variant_args=dict(table.get("variant-args", {})),
+        )
+        for name, table in file.data.get("stages", {}).items()
+    )
+
+
+def _blocked_plugins(provenance: Mapping[str, Setting], installed: Sequence[str]) -> List[str]:
+    """Entry-point names not to load: ``plugins.disable``, and with ``plugins.enable`` every
+    other installed one (bake-plan's own policies always load).
+
+    :raises ConfigError: a name that is not an installed plugin, a core plugin disabled, or
+        every plugin that declares stages blocked.
+    """
+    enable, disable = provenance["plugins.enable"], provenance["plugins.disable"]
+    for key, setting in (("enable", enable), ("disable", disable)):
+        for name in setting.value or ():
+            if name not in installed:
+                hint = did_you_mean(name, installed) or f" (installed: {', '.join(installed)})"
+                raise ConfigError(f"{setting.source}: {key}: no installed plugin '{name}'{hint}")
+            if key == "disable" and name in CORE_PLUGINS:
+                raise ConfigError(f"{setting.source}: disable: '{name}' is bake-plan's own; a plugin that answers "
+                                  "the policy hooks replaces it")
+    blocked = set(disable.value)
+    if enable.value is not None:
+        blocked |= set(installed) - set(enable.value) - set(CORE_PLUGINS)
+    families = [name for name in installed if name not in CORE_PLUGINS]
+    if families and blocked >= set(families):
+        key, setting = ("enable", enable) if enable.value is not None else ("disable", disable)
+        raise ConfigError(f"{setting.source}: no plugin is enabled: {key} leaves only bake-plan's own "
+                          f"(installed: {', '.join(families)})")
+    return sorted(blocked)
+
+
+def _pip_args(given: Mapping[str, Any]) -> Tuple[str, ...]:
+    """The index options ``lock`` passes to pip-compile, as pip-compile's flags."""
+    out: List[str] = []
+    for dest, option in _PIP_OPTIONS:
+        value = given.get(dest)
+        if value is True:
+            out.append(option)
+        elif isinstance(value, str):
+            out += [option, value]
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                out += [option, item]
+    return tuple(out)
