@@ -1,0 +1,77 @@
+"""One gate for settings: every kind of value has one parser, so the command line and the
+configuration file refuse the same bad value with the same words; the settings are built once,
+fully checked, from plain values (no argparse below the CLI); reports read back are checked too."""
+
+from __future__ import annotations
+
+import datetime
+import json
+
+import pytest
+
+from bake.errors import ConfigError, UsageError
+from bake.settings.merge import gather
+from test_errors import assert_one_line_error
+
+# (configuration key, TOML value, flag, flag value, the parser's words)
+SAME_VALUE_BOTH_WAYS = [
+    ("registry", '"Bad Registry"', "--registry", "Bad Registry", "is not host[:port][/namespace]"),
+    ("platforms", '["linux/mips"]', "--platform", "linux/mips", "unsupported platform 'linux/mips'"),
+    ("date", '"2026-13-01"', "--date", "2026-13-01", "is not a date in the form YYYY-MM-DD"),
+    ("base-images", '{ "Python:3.11" = "localhost:5555/python:3.11" }', "--base-image",
+     "Python:3.11=localhost:5555/python:3.11", "'Python:3.11' is not an image reference"),
+    ("cache-from-branch", '"feature branch"', "--cache-from-branch", "feature branch",
+     "holds whitespace or a control character"),
+]
+
+
+@pytest.mark.parametrize("key, toml, flag, value, words", SAME_VALUE_BOTH_WAYS,
+                         ids=[row[0] for row in SAME_VALUE_BOTH_WAYS])
+def test_a_bad_value_is_refused_alike_from_the_file_and_the_flag(cli, tmp_path, key, toml, flag, value, words):
+    from_flag = cli("plan", "--target", "jax", flag, value, cwd=tmp_path)
+    assert_one_line_error(from_flag, f"{flag}", words, cwd=tmp_path)
+    (tmp_path / "bake-plan.toml").write_text(f"{key} = {toml}\n")
+    from_file = cli("plan", "--target", "jax", cwd=tmp_path)
+    assert_one_line_error(from_file, "bake-plan.toml", key, words)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bake-plan.toml"], "no plan on bad input"
+
+
+def test_a_parent_report_with_a_malformed_digest_is_refused(cli, tmp_path):
+    report = tmp_path.parent / f"{tmp_path.name}-sitrep.json"
+    report.write_text(json.dumps({"targets": {"base-mealkit": {"digest": "sha256:abc\n  pull = true"}}}))
+    proc = cli("--target", "jax", "--platform", "linux/amd64", "--from-registry", "--parent-report", str(report),
+               cwd=tmp_path)
+    assert_one_line_error(proc, "--parent-report", "target 'base-mealkit'", "is not an image digest", cwd=tmp_path)
+
+
+def test_an_empty_cache_branch_is_refused(cli, tmp_path):
+    proc = cli("plan", "--target", "jax", "--cache-branch", " ", cwd=tmp_path)
+    assert_one_line_error(proc, "--cache-branch", "empty branch name", cwd=tmp_path)
+
+
+def test_settings_are_gathered_from_plain_values_once_and_checked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bake-plan.toml").write_text('registry = "localhost:5555/team"\ntargets = ["jax"]\n')
+    settings = gather("plan", {"platform": ["linux/arm64,linux/x86_64"], "base_image": ["python:3.11=py:1"]},
+                      environ={"SOURCE_DATE_EPOCH": "86400"})
+    assert settings.targets == ("jax",)
+    assert settings.registry == "localhost:5555/team"
+    assert settings.platforms == ("linux/arm64", "linux/amd64")
+    assert settings.date == datetime.date(1970, 1, 2) and settings.date_source == "env SOURCE_DATE_EPOCH"
+    assert settings.base_images == (("python:3.11", "py:1"),)
+    assert settings.provenance["registry"].source == "bake-plan.toml"
+    assert settings.provenance["platforms"].source == "--platform"
+    options = settings.plan_options()
+    assert (options.targets, options.platforms, options.date) == (("jax",), ("linux/arm64", "linux/amd64"),
+                                                                   datetime.date(1970, 1, 2))
+
+
+def test_gather_raises_the_one_line_errors(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError, match="no target"):
+        gather("plan", {}, environ={})
+    with pytest.raises(UsageError, match="SOURCE_DATE_EPOCH 'soon' is not a Unix time"):
+        gather("plan", {"target": ["jax"]}, environ={"SOURCE_DATE_EPOCH": "soon"})
+    (tmp_path / "bake-plan.toml").write_text('date = "yesterday"\n')
+    with pytest.raises(ConfigError, match=r"bake-plan.toml: date: 'yesterday' is not a date"):
+        gather("plan", {"target": ["jax"]}, environ={})
