@@ -1,8 +1,10 @@
 """Running a written plan: the only code that talks to Docker.
 
 - :mod:`bake.run.engine`: the one module that reaches Docker, through python-on-whales (imported
-  inside its functions, so planning never pays for it): ``buildx bake``, the progress reader,
-  build history, image checks, ``imagetools create``.
+  inside its functions, so planning never pays for it): ``buildx bake``, build history, image
+  checks, ``imagetools create``.
+- :mod:`bake.run.progress`: the one reader of buildx's ``--progress=rawjson``: the console shown
+  from it, and per target the steps (cached or run), failures and exported digests.
 - :mod:`bake.run.build`: a plan file -> buildx -> the sitrep.
 - :mod:`bake.run.sitrep`: the situation report (``sitrep.json``, a badge, a Markdown summary).
 - :mod:`bake.run.publish`: per-arch images merged into multi-arch tags, only when every arch is

@@ -51,7 +51,8 @@ def run_build(
         raise engine.EngineError(f"cannot reach a Docker engine at {host} (is dockerd running? is DOCKER_HOST right?)")
     built = composition.plan["group"][DEFAULT_GROUP]["targets"]
     run = engine.bake(plan_file, [DEFAULT_GROUP], metadata_file, push=push, load=load, builder=builder,
-                      extra_files=composition.bake_files, sole_target=built[0] if len(built) == 1 else None)
+                      extra_files=composition.bake_files, sole_target=built[0] if len(built) == 1 else None,
+                      plan=composition.plan)
     label = f"{', '.join(composition.requested)} build"
     report = sitrep.make_sitrep(composition.plan, label, run.returncode, run.failed, run.metadata,
                                 engine.build_record, error=run.error, steps=run.steps,

@@ -74,8 +74,8 @@ def _instructions(target: dict) -> List["re.Pattern[str]"]:
 _ARG_REF = re.compile(r"\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*")
 
 
-def _dependents(plan: dict, failed: Set[str]) -> Set[str]:
-    """``failed`` and every target that builds on one of them, directly or not."""
+def dependents(plan: dict, failed: Set[str]) -> Set[str]:
+    """``failed`` and every target of ``plan`` that builds on one of them, directly or not."""
     out = set(failed)
     changed = True
     while changed:
@@ -118,7 +118,7 @@ def make_sitrep(
     """
     culprits = {n for n in failed if n in plan["target"]}
     culprits |= {step_owner(plan, *step) for step in failed_steps if step[0] in plan["target"]}
-    broken = _dependents(plan, culprits)
+    broken = dependents(plan, culprits)
     targets: Dict[str, dict] = {}
     exported = exported or {}
     built = plan.get("group", {}).get("default", {}).get("targets") or list(plan["target"])

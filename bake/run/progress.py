@@ -1,0 +1,388 @@
+"""The one reader of buildx's progress: ``--progress=rawjson`` (buildx 0.13+).
+
+Each line buildx writes is either one JSON ``SolveStatus`` (``vertexes``: digest, name, inputs,
+started, completed, cached, error; ``statuses``: id, vertex, current, total, started, completed;
+``logs``: vertex, stream, base64 data; ``warnings``) or plain text (buildx's own lines: the
+Dockerfile excerpt of a failed step, ``ERROR: target X: …``, the entitlements prompt).
+
+:class:`ProgressReader` merges every event on a digest into one :class:`Vertex` and from those
+records gives the console (plain-progress-like lines: ``#N [label] name``, its log lines,
+``#N CACHED`` / ``#N DONE 1.2s`` / ``#N ERROR: …``; text lines as they came), and what the
+sitrep needs: failing targets and steps, exported digests, the last error line, and per target
+how many Dockerfile steps were cached and how many ran.
+
+BuildKit reports a vertex to the build of every target whose graph holds it, each time prefixed
+with that target's name (``[mx-leaf mealkit 1/2] RUN …`` may be ``mx-root-mealkit``'s step), and
+buildx leaves the name out when the bake has one target. A step's target is resolved from the
+plan with :func:`bake.run.sitrep.step_owner`, the same way for counts and for failures.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable, Dict, List, Optional, Tuple
+
+from bake.run.sitrep import dependents, step_owner
+
+# "[<target>] [<platform>] [<stage>] i/n] INSTRUCTION" (Dockerfile step), "[<target> internal] …",
+# "[<target> context NAME] …", "[<target>] exporting to image", or no label at all.
+_NAME = re.compile(r"\[([^\]]*)\] ?(.*)", re.DOTALL)
+_STEP_NUMBER = re.compile(r"\d+/\d+")
+_EXPORT = re.compile(r"exporting to (?:image|docker image format|oci image format)$")
+# An export's digest, best first: pushed, else the manifest list, else the manifest.
+_DIGESTS = (
+    re.compile(r"pushing manifest for \S+@(sha256:[0-9a-f]{64})"),
+    re.compile(r"exporting manifest list (sha256:[0-9a-f]{64})"),
+    re.compile(r"exporting manifest (sha256:[0-9a-f]{64})"),
+)
+_STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)?$")
+_TARGET_ERROR = re.compile(r"ERROR: target ([A-Za-z0-9_.-]+):")
+# Vertices whose errors do not fail a build: a registry cache that does not exist yet.
+_HARMLESS = "importing cache manifest from "
+_CANCELED = "context canceled"
+
+
+@dataclass
+class Vertex:
+    """Everything buildx reported about one vertex (one digest), merged.
+
+    :param number: the ``#N`` the console shows it under (order of first appearance).
+    :param name: buildx's name of it, label included: ``[a mealkit 2/2] RUN make``.
+    :param labels: the targets whose builds reported it, first first (the sole target when
+        buildx names none).
+    :param platform: ``linux/arm64`` when the label shows one.
+    :param stage: the Dockerfile stage (``mealkit``), ``None`` for an unnamed stage.
+    :param instruction: the Dockerfile instruction (``RUN make``) of a Dockerfile step (label
+        ending ``i/n``); ``None`` for every other vertex (context loads, exports, cache imports).
+    :param cached: BuildKit said it came from its cache.
+    :param started: first start, seconds since the epoch; ``completed``: end of that run.
+    :param error: BuildKit's error text, ``""`` when none.
+    :param layers: it transferred image layers (statuses ``sha256:…``): a pull, or a result
+        fetched from a registry cache.
+    """
+
+    digest: str
+    number: int
+    name: str = ""
+    labels: List[str] = field(default_factory=list)
+    platform: Optional[str] = None
+    stage: Optional[str] = None
+    instruction: Optional[str] = None
+    cached: bool = False
+    started: Optional[float] = None
+    completed: Optional[float] = None
+    error: str = ""
+    layers: bool = False
+    statuses: Dict[str, dict] = field(default_factory=dict)
+    _shown: bool = field(default=False, repr=False)  # header printed
+    _done: bool = field(default=False, repr=False)  # end printed
+
+    @property
+    def duration_s(self) -> Optional[float]:
+        """Seconds (to the microsecond) from start to completion of its first run; ``None`` until
+        it completed."""
+        if self.started is None or self.completed is None:
+            return None
+        return round(max(0.0, self.completed - self.started), 6)
+
+    @property
+    def was_cached(self) -> bool:
+        """A Dockerfile step's result was not made by running it: an image source (``FROM``) that
+        transferred no layers, or any other step BuildKit marked cached or fetched as layers from
+        a registry cache."""
+        if (self.instruction or "").upper().startswith("FROM "):
+            return not self.layers
+        return self.cached or self.layers
+
+    @property
+    def failed(self) -> bool:
+        """It failed in a way that fails its target (not cancelled, not a missing registry cache)."""
+        return bool(self.error) and not self.error.endswith(_CANCELED) and _HARMLESS not in self.name
+
+    def exported_digest(self) -> Tuple[bool, Optional[str]]:
+        """``(True, digest or None)`` for a finished ``exporting to image`` vertex (digest: pushed,
+        else the manifest list, else the manifest), else ``(False, None)``."""
+        if not _EXPORT.search(self.name) or self.completed is None or self.error:
+            return False, None
+        for pattern in _DIGESTS:
+            for status_id in self.statuses:
+                match = pattern.match(status_id)
+                if match:
+                    return True, match.group(1)
+        return True, None
+
+
+class ProgressReader:
+    """Reads buildx's ``--progress=rawjson`` output line by line (see the module docstring).
+
+    :param plan: the plan being built (buildx's JSON shape); without it a step belongs to the
+        target its label names.
+    :param sole_target: the one target of a one-target bake, which buildx's labels leave out.
+    :param echo: receives the console, one line at a time with its newline.
+    """
+
+    def __init__(self, plan: Optional[dict] = None, sole_target: Optional[str] = None,
+                 echo: Callable[[str], None] = lambda line: None):
+        self.plan = plan
+        self.sole_target = sole_target
+        self.echo = echo
+        self.vertices: Dict[str, Vertex] = {}
+        self.named_failed: List[str] = []  # "ERROR: target X: …"
+        self.last_error = ""
+        self._current: Optional[str] = None  # the vertex the console shows now
+        self._partial: Dict[Tuple[str, int], str] = {}  # unfinished log lines
+        self._pretty: List[str] = []  # an indented status, until its closing "}"
+        self._owners: Dict[Tuple[str, Optional[str], str], str] = {}  # step_owner, memoised
+
+    # -- input -------------------------------------------------------------------------------
+
+    def feed(self, line: str) -> None:
+        """Take one line of buildx's output (with or without its newline)."""
+        text = line.rstrip("\r\n")
+        if self._pretty or text == "{":  # buildx < 0.14 indents each status over many lines
+            self._pretty.append(text)
+            if text != "}":
+                return
+            text, self._pretty = "".join(self._pretty), []
+        status = None
+        if text.startswith("{"):
+            try:
+                status = json.loads(text)
+            except ValueError:
+                status = None
+        if not isinstance(status, dict):
+            self._flush_logs()
+            self._current = None
+            match = _TARGET_ERROR.match(text)
+            if match:
+                self.named_failed.append(match.group(1))
+            self._say(text)
+            return
+        for event in status.get("vertexes") or ():
+            self._vertex(event)
+        for event in status.get("statuses") or ():
+            self._status(event)
+        for event in status.get("logs") or ():
+            self._log(event)
+        for event in status.get("warnings") or ():
+            vertex = self._get(event.get("vertex", ""))
+            self._show(vertex, f"WARN: {_b64(event.get('short'))}")
+
+    def finish(self) -> None:
+        """Show what is still held back: log lines waiting for their newline, an unfinished
+        indented status (as text). Call once buildx has exited."""
+        pretty, self._pretty = self._pretty, []
+        for text in pretty:
+            self.feed(text)
+        self._flush_logs()
+
+    def _get(self, digest: str) -> Vertex:
+        vertex = self.vertices.get(digest)
+        if vertex is None:
+            vertex = self.vertices[digest] = Vertex(digest, len(self.vertices) + 1)
+        return vertex
+
+    def _vertex(self, event: dict) -> None:
+        vertex = self._get(event.get("digest", ""))
+        name = event.get("name") or ""
+        if name:
+            self._label(vertex, name)
+        vertex.cached = vertex.cached or bool(event.get("cached"))
+        started, completed = _seconds(event.get("started")), _seconds(event.get("completed"))
+        if vertex.started is None and started is not None:
+            vertex.started = started
+        if vertex.completed is None and completed is not None:
+            vertex.started, vertex.completed = started if started is not None else vertex.started, completed
+        error = event.get("error") or ""
+        if started is not None and not vertex._shown:
+            self._show(vertex)
+        if vertex._done:
+            if error and not vertex.error:
+                vertex.error = error
+                self._show(vertex, _end(vertex))
+            return
+        vertex.error = error or vertex.error
+        if completed is not None:
+            vertex._done = True
+            self._show(vertex, _end(vertex))
+
+    def _label(self, vertex: Vertex, name: str) -> None:
+        match = _NAME.match(name)
+        tokens, rest = (match.group(1).split(), match.group(2)) if match else ([], name)
+        if self.sole_target:
+            target = self.sole_target
+            tokens = tokens[1:] if tokens[:1] == [target] else tokens
+        elif tokens and tokens[0] != "internal" and "/" not in tokens[0]:
+            target, tokens = tokens[0], tokens[1:]
+        else:
+            target = None
+        if target and target not in vertex.labels:
+            vertex.labels.append(target)
+        if vertex.name:
+            return
+        vertex.name = name
+        if tokens and _STEP_NUMBER.fullmatch(tokens[-1]):
+            tokens = tokens[:-1]
+            if tokens and "/" in tokens[0]:
+                vertex.platform, tokens = tokens[0], tokens[1:]
+            vertex.stage = tokens[0] if tokens else None
+            vertex.instruction = rest
+
+    def _status(self, event: dict) -> None:
+        vertex = self._get(event.get("vertex", ""))
+        status_id = event.get("id") or ""
+        seen = vertex.statuses.get(status_id, {})
+        vertex.statuses[status_id] = event
+        if status_id.startswith("sha256:"):
+            vertex.layers = True
+        if event.get("completed") and not seen.get("completed") and not vertex._done:
+            total = event.get("total")
+            size = f" {_size(event.get('current') or 0)} / {_size(total)}" if total else ""
+            self._show(vertex, f"{status_id}{size} done")
+
+    def _log(self, event: dict) -> None:
+        vertex = self._get(event.get("vertex", ""))
+        key = (vertex.digest, int(event.get("stream") or 1))
+        text = self._partial.pop(key, "") + _b64(event.get("data"))
+        *lines, rest = text.split("\n")
+        for line in lines:
+            self._show(vertex, line)
+        if rest:
+            self._partial[key] = rest
+
+    def _flush_logs(self) -> None:
+        for (digest, _), rest in list(self._partial.items()):
+            self._show(self.vertices[digest], rest)
+        self._partial.clear()
+
+    # -- console -----------------------------------------------------------------------------
+
+    def _show(self, vertex: Vertex, text: Optional[str] = None) -> None:
+        """The vertex's header when the console moves to it, then ``#N text``."""
+        if self._current != vertex.digest:
+            self._current = vertex.digest
+            vertex._shown = True
+            self._say("")
+            self._say(f"#{vertex.number} {vertex.name}".rstrip())
+        if text is not None:
+            self._say(f"#{vertex.number} {text}")
+
+    def _say(self, text: str) -> None:
+        if text.startswith("ERROR:") or " ERROR: " in text:
+            self.last_error = text
+        self.echo(text + "\n")
+
+    # -- the record --------------------------------------------------------------------------
+
+    def owners(self, vertex: Vertex) -> List[str]:
+        """The targets a vertex belongs to, as names of the plan's targets.
+
+        A Dockerfile step: :func:`step_owner` of each target that reported it (preferring owners
+        that reported it themselves), without those that build on another owner; more than one
+        only when unrelated targets share an identical step. Any other vertex: the first target
+        that reported it. Empty for buildx's own vertices (``[internal] load local bake
+        definitions``)."""
+        if self.plan is None or vertex.instruction is None:
+            return vertex.labels[:1]
+        owners = []
+        for label in vertex.labels:
+            if label in self.plan["target"]:
+                key = (label, vertex.stage, vertex.instruction)
+                if key not in self._owners:
+                    self._owners[key] = step_owner(self.plan, label, vertex.stage, vertex.instruction)
+                owners.append(self._owners[key])
+        owners = [o for o in dict.fromkeys(owners) if o in vertex.labels] or list(dict.fromkeys(owners))
+        return [o for o in owners if not any(o != other and o in dependents(self.plan, {other}) for other in owners)] \
+            or vertex.labels[:1]
+
+    def records(self) -> Dict[str, List[Vertex]]:
+        """Per target, the vertices that belong to it (:meth:`owners`), in order of appearance."""
+        out: Dict[str, List[Vertex]] = {}
+        for vertex in self.vertices.values():
+            for target in self.owners(vertex):
+                out.setdefault(target, []).append(vertex)
+        return out
+
+    def steps(self) -> Dict[str, Dict[str, int]]:
+        """``{target: {"cached": n, "run": m}}``: each Dockerfile step that started, once, under
+        the target it belongs to (:attr:`Vertex.was_cached`)."""
+        out: Dict[str, Dict[str, int]] = {}
+        for target, vertices in self.records().items():
+            counted = [v for v in vertices if v.instruction is not None and (v.started is not None or v.cached)]
+            if counted:
+                cached = sum(v.was_cached for v in counted)
+                out[target] = {"cached": cached, "run": len(counted) - cached}
+        return out
+
+    def failed(self) -> List[str]:
+        """Targets that failed: named by buildx (``ERROR: target X``) or whose non-step vertex
+        (an export, a push) failed; each once, in order."""
+        out = list(self.named_failed)
+        for target, vertices in self.records().items():
+            if any(v.failed and v.instruction is None for v in vertices):
+                out.append(target)
+        return list(dict.fromkeys(out))
+
+    def failed_steps(self) -> List[Tuple[str, Optional[str], str]]:
+        """``(target, Dockerfile stage or None, instruction)`` of each failed Dockerfile step; the
+        target is an owner (:meth:`owners`; what :func:`step_owner` gives again from it)."""
+        out = []
+        for target, vertices in self.records().items():
+            out += [(target, v.stage, v.instruction) for v in vertices if v.failed and v.instruction is not None]
+        return list(dict.fromkeys(out))
+
+    def exported(self) -> Dict[str, Optional[str]]:
+        """Targets whose export (and push) finished, with the digest made (``None`` when not
+        shown): what a run that failed part-way still finished."""
+        out: Dict[str, Optional[str]] = {}
+        for target, vertices in self.records().items():
+            for vertex in vertices:
+                done, digest = vertex.exported_digest()
+                if done:
+                    out[target] = digest
+        return out
+
+
+def last_text_line(text: str) -> str:
+    """The last line of buildx's stderr that is not a JSON status (``""`` when there is none)."""
+    lines = [line for line in text.strip().splitlines() if line.strip() and not line.startswith("{")]
+    return lines[-1] if lines else ""
+
+
+def _end(vertex: Vertex) -> str:
+    if vertex.error:
+        return "CANCELED" if vertex.error.endswith(_CANCELED) else "ERROR: " + " ".join(vertex.error.split("\n"))
+    if vertex.cached:
+        return "CACHED"
+    return f"DONE {vertex.duration_s or 0:.1f}s"
+
+
+def _b64(data: Optional[str]) -> str:
+    try:
+        return base64.b64decode(data or "").decode("utf-8", errors="replace")
+    except ValueError:
+        return ""
+
+
+def _seconds(stamp: Optional[str]) -> Optional[float]:
+    """An RFC 3339 time (nanoseconds allowed) as seconds since the epoch; ``None`` for none or
+    Go's zero time."""
+    match = _STAMP.match(stamp or "")
+    if not match or stamp.startswith("0001-"):
+        return None
+    zone = match.group(3) or "Z"
+    when = datetime.strptime(match.group(1), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
+    offset = 0 if zone == "Z" else (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60) * (1 if zone[0] == "+" else -1)
+    return when.timestamp() - offset + float("0" + (match.group(2) or ""))
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.2f}{unit}"
+        n /= 1000
+    return f"{n}B"  # pragma: no cover
