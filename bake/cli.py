@@ -43,7 +43,7 @@ def _config_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def _settings_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags that beat the configuration file's keys of the same meaning (bake.settings.config_file)."""
+    """The flags that beat the configuration file's keys of the same meaning (bake.settings.merge)."""
     _selection_arguments(parser)
     parser.add_argument("--registry", help="registry/namespace for every image, e.g. localhost:5555/ci")
     parser.add_argument("--date", help="YYYY-MM-DD for nightly tags, or today, source-date-epoch, auto "
