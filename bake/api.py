@@ -12,14 +12,14 @@ from typing import Dict, Optional, Sequence
 
 import pluggy
 
+from bake.errors import StageError
 from bake.plan.compose import Composition, PlanOptions, compose
 from bake.plan.overrides import StageOverride, apply_overrides
-from bake.errors import StageError
 from bake.plan.plugins import Hooks, get_plugin_manager
 from bake.plan.render import to_hcl, to_json
-from bake.resources import template_path
 from bake.plan.stage import Stage
 from bake.plan.variants import expand
+from bake.resources import template_path
 
 FORMATS = {"hcl": "docker-bake.hcl", "json": "docker-bake.json"}
 """Plan formats and their default file names (the names ``docker buildx bake`` reads by default)."""

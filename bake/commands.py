@@ -14,7 +14,8 @@ import os
 import sys
 from typing import TextIO
 
-from bake.api import FORMATS as DEFAULT_FILES, make_plan, render
+from bake.api import FORMATS as DEFAULT_FILES
+from bake.api import make_plan, render
 from bake.output import write_atomic
 from bake.plan.compose import Composition
 from bake.plan.plugins import get_plugin_manager
@@ -90,7 +91,8 @@ def publish(settings: Settings) -> int:
     """``bake-plan publish``: the multi-arch tags, made from the per-arch ones only when every arch
     is there. :returns: 0 published, 1 an arch is missing (no tag was created)."""
     from bake.run import engine
-    from bake.run.publish import manifests, publish as publish_all
+    from bake.run.publish import manifests
+    from bake.run.publish import publish as publish_all
 
     wanted = manifests(compose(settings, per_arch=False))
 
@@ -150,7 +152,8 @@ def lock(settings: Settings) -> int:
 
 def bump(settings: Settings) -> int:
     """``bake-plan bump``: move each named source (default: all) to the head of its tracking ref."""
-    from bake.pip.sources import bump as bump_sources, manifest_path
+    from bake.pip.sources import bump as bump_sources
+    from bake.pip.sources import manifest_path
 
     results = bump_sources(settings.names)
     for result in results:

@@ -24,8 +24,8 @@ from typing import Optional, Sequence
 
 import pluggy
 
-from bake.plan import policies
 from bake.api import make_plan, render
+from bake.plan import policies
 from bake.plan.compose import Composition, PlanOptions
 from bake.plan.plugins import entry_point_names, get_plugin_manager
 

@@ -7,8 +7,8 @@ land in ``SRC_PATH_<PKG>`` (JAX-Toolbox layout: ``/opt/jax``, ``/opt/xla``, ``/o
 """
 
 from bake import Stage, hookimpl
-from bake.resources import stage_dir
 from bake.pip.sources import source
+from bake.resources import stage_dir
 
 
 @hookimpl

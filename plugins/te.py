@@ -7,8 +7,8 @@ meal kit image"). The commit comes from ``stages/sources.toml``.
 """
 
 from bake import Stage, hookimpl
-from bake.resources import stage_dir
 from bake.pip.sources import source
+from bake.resources import stage_dir
 
 
 @hookimpl

@@ -3,8 +3,8 @@ for amd64 and arm64 (on arm64 the Dockerfile's extra builder stages make tensorf
 lingvo wheels, selected by ``TARGETARCH``). Both sources' commits come from ``stages/sources.toml``."""
 
 from bake import Stage, hookimpl
-from bake.resources import stage_dir
 from bake.pip.sources import source
+from bake.resources import stage_dir
 
 
 @hookimpl

@@ -1,8 +1,8 @@
 """``upstream-t5x``: T5X at ``/opt/t5x`` on the jax meal kit, at the commit ``stages/sources.toml`` pins."""
 
 from bake import Stage, hookimpl
-from bake.resources import stage_dir
 from bake.pip.sources import source
+from bake.resources import stage_dir
 
 
 @hookimpl

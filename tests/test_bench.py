@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT
 
 NUMBER = r"\d+(?:\.\d+)?"

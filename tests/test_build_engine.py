@@ -11,7 +11,6 @@ import sys
 import uuid
 
 import pytest
-
 from conftest import hermetic_pip_env
 
 pytestmark = pytest.mark.engine

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from bake import Stage, hookimpl
 from bake.api import make_plan, render
-from bake.plan.compose import PlanOptions, chain_of, dependencies
 from bake.errors import StageError
+from bake.plan.compose import PlanOptions, chain_of, dependencies
 from bake.plan.plugins import get_plugin_manager
 from bake.resources import stage_dir
 

@@ -8,8 +8,8 @@ import datetime
 import pytest
 
 from bake.api import make_plan
-from bake.plan.compose import PlanOptions
 from bake.pip.sources import load_manifest
+from bake.plan.compose import PlanOptions
 
 DATE = datetime.date(2026, 11, 29)
 GHCR = "ghcr.io/nvidia"

@@ -10,7 +10,6 @@ import sys
 import textwrap
 
 import pytest
-
 from test_errors import assert_one_line_error
 
 if sys.version_info >= (3, 11):

@@ -13,7 +13,6 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from conftest import CI, ROOT, console_script
 
 STAGE_IMPORTS = "from bake import Stage, Source, hookimpl\nfrom bake.resources import stage_dir\n"

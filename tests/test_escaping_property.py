@@ -21,17 +21,17 @@ import re
 import unicodedata
 
 import pytest
+from conftest import expected_target
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from bake import Stage, hookimpl
-from bake.plan import policies
 from bake.api import make_plan, render
-from bake.plan.compose import PlanOptions
 from bake.errors import BakePlanError, StageError
+from bake.plan import policies
+from bake.plan.compose import PlanOptions
 from bake.plan.plugins import get_plugin_manager
 from bake.plan.secrets import credential_name, credential_value
-from conftest import expected_target
 
 EXAMPLES = 500
 DATE = datetime.date(2026, 11, 29)

@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT
 
 EXAMPLE = ROOT / "examples" / "bake-plan-example-plugin"

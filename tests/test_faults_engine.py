@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import console_script
 
 pytestmark = pytest.mark.engine

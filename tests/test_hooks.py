@@ -9,10 +9,10 @@ import inspect
 import pytest
 
 from bake import Stage, hookimpl
-from bake.plan import hookspecs
 from bake.api import make_plan
-from bake.plan.compose import PlanOptions
 from bake.errors import PluginError
+from bake.plan import hookspecs
+from bake.plan.compose import PlanOptions
 from bake.plan.plugins import get_plugin_manager
 from bake.resources import stage_dir
 

@@ -8,7 +8,6 @@ import os
 import uuid
 
 import pytest
-
 from conftest import expected_target
 from test_errors import assert_one_line_error
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import datetime
 
 import pytest
+from conftest import expected_target
 
 from bake.api import make_plan
 from bake.plan.compose import PlanOptions
-from conftest import expected_target
 
 BUILTIN_TARGETS = ["base", "te", "jax", "upstream-t5x", "upstream-pax", "xla-ci"]
 DATE = "2026-11-29"

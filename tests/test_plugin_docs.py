@@ -9,10 +9,10 @@ import inspect
 import re
 
 import pytest
+from conftest import ROOT
 
 from bake import Stage, testing
 from bake.plan import hookspecs
-from conftest import ROOT
 
 DOC = (ROOT / "docs" / "plugins.md").read_text(encoding="utf-8")
 SPECS = {name: f for name, f in inspect.getmembers(hookspecs, inspect.isfunction) if name.startswith("bake_plan_")}

@@ -10,7 +10,6 @@ import uuid
 
 import pytest
 
-
 pytestmark = pytest.mark.engine
 
 DATE = "2026-11-29"

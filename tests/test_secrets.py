@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 
 import pytest
+from test_errors import STAGE_IMPORTS, assert_one_line_error
 
 from bake.plan.secrets import credential_name, credential_value, parse_secret, redact
-from test_errors import STAGE_IMPORTS, assert_one_line_error
 
 DATE = "2026-11-29"
 TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"  # the shape of a GitHub token; not a real one

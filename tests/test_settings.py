@@ -8,10 +8,10 @@ import datetime
 import json
 
 import pytest
+from test_errors import assert_one_line_error
 
 from bake.errors import ConfigError, UsageError
 from bake.settings.merge import gather
-from test_errors import assert_one_line_error
 
 # (configuration key, TOML value, flag, flag value, the parser's words)
 SAME_VALUE_BOTH_WAYS = [

@@ -13,8 +13,8 @@ import subprocess
 import pytest
 
 from bake.errors import SourcesError
-from bake.resources import stages_dir
 from bake.pip.sources import parse_manifest, rewrite_commits
+from bake.resources import stages_dir
 
 ZERO = "0" * 40
 GIT_ENV = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@localhost", GIT_COMMITTER_NAME="t",

@@ -12,11 +12,11 @@ import uuid
 from pathlib import Path
 
 import pytest
+from conftest import console_script
 
 from bake.api import make_plan
 from bake.plan.compose import PlanOptions
 from bake.run.publish import manifests
-from conftest import console_script
 
 DATE = datetime.date(2026, 11, 29)
 SLEEPER = """

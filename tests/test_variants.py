@@ -7,14 +7,14 @@ import datetime
 import json
 
 import pytest
+from conftest import expected_target
 
 from bake import Stage, hookimpl
 from bake.api import make_plan, render
-from bake.plan.compose import PlanOptions
 from bake.errors import StageError, UsageError
+from bake.plan.compose import PlanOptions
 from bake.plan.plugins import get_plugin_manager
 from bake.resources import stage_dir
-from conftest import expected_target
 
 DATE = datetime.date(2026, 11, 29)
 REPO = "ghcr.io/nvidia"

@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from bake.errors import LockConflict, LockError, OutputError, UsageError
+from bake.output import write_atomic
 from bake.pip import requirements as reqs
 from bake.plan.compose import Composition
-from bake.errors import LockConflict, LockError, OutputError, UsageError
 from bake.plan.names import arch_of, target_name
-from bake.output import write_atomic
 from bake.plan.stage import Stage
 
 CONTEXT_DIR = ".pip-lock"

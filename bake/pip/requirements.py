@@ -17,7 +17,6 @@ import urllib.parse
 from pathlib import PurePosixPath
 from typing import Dict, Mapping, Optional, Tuple
 
-
 # Options whose value is a path or URL that may point into the image.
 _LOCATION_OPTIONS = ("-e", "--editable", "-f", "--find-links", "-r", "--requirement", "-c", "--constraint",
                      "-i", "--index-url", "--extra-index-url")

@@ -30,8 +30,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from bake.errors import SourcesError
 from bake.output import write_atomic
-from bake.resources import stages_dir
 from bake.plan.stage import SOURCE_MODES, Source
+from bake.resources import stages_dir
 
 MANIFEST_ENV = "BAKE_PLAN_SOURCES"
 """Environment variable naming the sources manifest to use instead of the shipped one."""

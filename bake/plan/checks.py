@@ -16,7 +16,12 @@ import unicodedata
 from typing import AbstractSet
 
 from bake.errors import PluginError, StageError
-from bake.plan.secrets import SECRET_HINT, credential_name, credential_value, walk_strings
+from bake.plan.secrets import (
+    SECRET_HINT,
+    credential_name,
+    credential_value,
+    walk_strings,
+)
 from bake.plan.stage import Stage
 
 _SCALARS = (str, bool, int, float)

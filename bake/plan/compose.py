@@ -9,8 +9,8 @@ import dataclasses
 import datetime
 from typing import Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
-from bake.plan.checks import check_target
 from bake.errors import StageError, UsageError, did_you_mean
+from bake.plan.checks import check_target
 from bake.plan.names import arch_of, check_repository, check_tag, target_name
 from bake.plan.plugins import Hooks
 from bake.plan.secrets import SecretSpec

@@ -17,9 +17,9 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import pluggy
 
+from bake.errors import PluginError, StageError
 from bake.plan import hookspecs
 from bake.plan.hookspecs import PROJECT
-from bake.errors import PluginError, StageError
 from bake.plan.stage import Source, Stage
 from bake.plan.validate import validate
 

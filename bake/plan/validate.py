@@ -11,7 +11,13 @@ from pathlib import Path
 from typing import Optional, Set, Tuple
 
 from bake.errors import StageError
-from bake.plan.names import check_image_name, check_platform, check_reference, check_registry, check_tag
+from bake.plan.names import (
+    check_image_name,
+    check_platform,
+    check_reference,
+    check_registry,
+    check_tag,
+)
 from bake.plan.stage import SOURCE_MODES, Source, Stage
 from bake.plan.variants import check as check_variants
 

@@ -7,11 +7,10 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from bake.run import engine
-from bake.run import sitrep
-from bake.plan.compose import DEFAULT_GROUP, Composition
 from bake.errors import OutputError
 from bake.output import write_atomic
+from bake.plan.compose import DEFAULT_GROUP, Composition
+from bake.run import engine, sitrep
 
 
 def run_build(

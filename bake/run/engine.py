@@ -171,7 +171,6 @@ def build_record(ref: str) -> Optional[dict]:
 def engine_reachable() -> bool:
     """True when ``docker info`` answers (``DOCKER_HOST`` is honoured)."""
     from python_on_whales import DockerException, docker
-
     from python_on_whales.client_config import ClientNotFoundError
 
     try:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Dict, List
 
-from bake.plan.compose import Composition
 from bake.errors import BakePlanError, RunError
+from bake.plan.compose import Composition
 from bake.plan.names import arch_of
 
 

@@ -18,7 +18,12 @@ from pathlib import Path
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 from bake.errors import ConfigError, UsageError
-from bake.plan.names import check_digest, check_platform, check_reference, check_registry
+from bake.plan.names import (
+    check_digest,
+    check_platform,
+    check_reference,
+    check_registry,
+)
 from bake.plan.secrets import SecretSpec, parse_secret
 
 DATE_POLICIES = ("auto", "today", "source-date-epoch")
