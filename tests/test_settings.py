@@ -44,9 +44,43 @@ def test_a_parent_report_with_a_malformed_digest_is_refused(cli, tmp_path):
     assert_one_line_error(proc, "--parent-report", "target 'base-mealkit'", "is not an image digest", cwd=tmp_path)
 
 
-def test_an_empty_cache_branch_is_refused(cli, tmp_path):
+def test_a_blank_cache_branch_is_refused(cli, tmp_path):
     proc = cli("plan", "--target", "jax", "--cache-branch", " ", cwd=tmp_path)
-    assert_one_line_error(proc, "--cache-branch", "empty branch name", cwd=tmp_path)
+    assert_one_line_error(proc, "--cache-branch", "holds whitespace", cwd=tmp_path)
+
+
+EMPTY_BOTH_WAYS = [("registry", '""', "--registry"), ("platforms", '[""]', "--platform"),
+                   ("date", '""', "--date"), ("cache-from-branch", '""', "--cache-from-branch")]
+
+
+@pytest.mark.parametrize("key, toml, flag", EMPTY_BOTH_WAYS, ids=[row[0] for row in EMPTY_BOTH_WAYS])
+def test_an_empty_value_is_refused_alike_from_the_file_and_the_flag(cli, tmp_path, key, toml, flag):
+    assert_one_line_error(cli("plan", "--target", "jax", flag, "", cwd=tmp_path), f"{flag}: empty string",
+                          cwd=tmp_path)
+    (tmp_path / "bake-plan.toml").write_text(f"{key} = {toml}\n")
+    assert_one_line_error(cli("plan", "--target", "jax", cwd=tmp_path), f"bake-plan.toml: {key}: empty string")
+
+
+@pytest.mark.parametrize("content", ["[" * 100000, '{"buildx.build.warnings": [], "base-mealkit": '
+                                     '{"containerimage.digest": "sha256:' + "0" * 64 + '"}}'],
+                         ids=["deeply-nested", "buildx-warnings-key"])
+def test_parent_reports_of_odd_shapes(cli, tmp_path, content):
+    report = tmp_path.parent / f"{tmp_path.name}-metadata.json"
+    report.write_text(content)
+    proc = cli("-o", "-", "--format", "json", "--target", "jax", "--platform", "linux/amd64", "--from-registry",
+               "--parent-report", str(report), cwd=tmp_path)
+    if content.startswith("["):
+        assert_one_line_error(proc, "--parent-report", "nested too deeply", cwd=tmp_path)
+    else:  # buildx's own key is not a target; the digest reaches the plan
+        assert proc.returncode == 0, proc.stderr
+        assert "sha256:" + "0" * 64 in proc.stdout
+
+
+@pytest.mark.parametrize("epoch", ["-1", " 1700000000 ", "1_700_000_000", "+5", "\u0661\u0662"])
+def test_source_date_epoch_is_ascii_digits_only(tmp_path, monkeypatch, epoch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError, match="is not a Unix time in seconds"):
+        gather("plan", {"target": ["jax"]}, environ={"SOURCE_DATE_EPOCH": epoch})
 
 
 def test_settings_are_gathered_from_plain_values_once_and_checked(tmp_path, monkeypatch):

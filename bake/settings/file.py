@@ -65,18 +65,20 @@ PYPROJECT = "pyproject.toml"
 PYPROJECT_TABLE = ("tool", "bake-plan")
 
 # The schema. Leaves are shapes: "str", "date" (a string or a TOML date), "strs" (list of strings),
+# "value"/"values" (a string / list of strings whose content only its parser in bake.settings.values
+# checks, so the file and the flag refuse a bad one with the same words),
 # "table" (string → string), "axes" (string → list of strings); a dict is a sub-table;
 # ("each", sub-schema) is a table of them by name (one per stage, per source).
 _SOURCE = {"url": "str", "ref": "str"}
 _STAGE = {"args": "table", "sources": ("each", _SOURCE), "base-image": "str", "variants": "axes",
           "variant-format": "str", "variant-args": "table"}
 SCHEMA: Dict[str, Any] = {
-    "registry": "str",
-    "platforms": "strs",
+    "registry": "value",
+    "platforms": "values",
     "date": "date",
     "targets": "strs",
     "base-images": "table",
-    "cache-from-branch": "str",
+    "cache-from-branch": "value",
     "metadata-targets": "strs",
     "plugins": {"enable": "strs", "disable": "strs"},
     "stages": ("each", _STAGE),
@@ -276,12 +278,19 @@ def _check(config: FileConfig, data: Any, schema: Any, keys: Tuple[str, ...]) ->
             _check(config, value, schema[1], keys + (name,))
     elif schema == "str":
         string(data, "")
-    elif schema == "date":  # a string (a policy or YYYY-MM-DD) or a TOML date
+    elif schema == "value":  # a string whose content its parser checks, as for the flag
+        if not isinstance(data, str):
+            raise fail(_not_a_string(data))
+    elif schema == "values":
+        if not isinstance(data, list):
+            raise fail(f"expected a list of strings, got {_type(data)}")
+        for i, value in enumerate(data):
+            if not isinstance(value, str):
+                raise fail(_not_a_string(value), f"[{i}]")
+    elif schema == "date":  # a string (a policy or YYYY-MM-DD, checked by its parser) or a TOML date
         is_day = isinstance(data, datetime.date) and not isinstance(data, datetime.datetime)
         if not is_day and not isinstance(data, str):
             raise fail(f"expected a string or a date such as 2026-11-29, got {_type(data)}")
-        if not is_day:
-            string(data, "")
     elif schema == "strs":
         if not isinstance(data, list):
             raise fail(f"expected a list of strings, got {_type(data)}")

@@ -39,8 +39,16 @@ def error(where: str, msg: str) -> UsageError:
     return kind(f"{where}: {msg}")
 
 
+def _filled(value: str, where: str) -> str:
+    """``value`` unless it is the empty string, which every parser refuses with the same words."""
+    if value == "":
+        raise error(where, "empty string")
+    return value
+
+
 def registry(value: str, where: str) -> str:
     """``host[:port][/namespace]`` (:func:`bake.plan.names.check_registry`)."""
+    _filled(value, where)
     try:
         return check_registry(value)
     except ValueError as err:
@@ -52,7 +60,7 @@ def platforms(values: Sequence[str], where: str) -> Tuple[str, ...]:
     (``linux/amd64,linux/arm64``, as buildx's ``--platform`` takes it)."""
     out = []
     for value in values:
-        for item in value.split(","):
+        for item in _filled(value, where).split(","):
             try:
                 out.append(check_platform(item))
             except ValueError as err:
@@ -73,7 +81,7 @@ def date_policy(value, where: str) -> str:
     """
     if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
         return value.isoformat()
-    if value in DATE_POLICIES or _is_day(value):
+    if value in DATE_POLICIES or _is_day(_filled(value, where)):
         return value
     raise error(where, f"{value!r} is not a date in the form YYYY-MM-DD, nor one of {', '.join(DATE_POLICIES)}")
 
@@ -104,6 +112,8 @@ def resolve_date(policy: str, environ: Mapping[str, str]) -> Tuple[datetime.date
         raise UsageError("date = source-date-epoch, but SOURCE_DATE_EPOCH is not set")
     if policy != "today" and epoch:
         try:
+            if not (epoch.isascii() and epoch.isdigit()):  # reproducible-builds.org: ASCII digits only
+                raise ValueError(epoch)
             return datetime.datetime.fromtimestamp(int(epoch), tz=datetime.timezone.utc).date(), ENV_EPOCH
         except (ValueError, OverflowError, OSError):
             raise UsageError(f"SOURCE_DATE_EPOCH {epoch!r} is not a Unix time in seconds") from None
@@ -148,8 +158,7 @@ def branch(value: str, where: str) -> str:
     """A branch name for cache refs (``--cache-branch``, ``cache-from-branch``): one line of
     printable characters, at most 255 (git's own limit for a ref name component is looser;
     bake-plan turns anything outside ``[A-Za-z0-9_.-]`` into ``-`` in the cache ref)."""
-    if not value or not value.strip():
-        raise error(where, "empty branch name")
+    _filled(value, where)
     if len(value) > _MAX_BRANCH:
         raise error(where, f"branch name is {len(value)} characters long; at most {_MAX_BRANCH}")
     if not value.isprintable() or any(c.isspace() for c in value):
@@ -191,6 +200,10 @@ def parent_digests(path: str, where: str = "--parent-report") -> Dict[str, str]:
             data = json.load(handle)
     except (OSError, ValueError) as err:
         raise error(where, f"{path}: {getattr(err, 'strerror', None) or err}") from None
+    except RecursionError:  # json nests no deeper than the interpreter's stack
+        raise error(where, f"{path}: nested too deeply to be a report") from None
+    if isinstance(data, dict):  # buildx's own keys beside the targets (buildx.build.warnings)
+        data = {k: v for k, v in data.items() if not k.startswith("buildx.")}
     if isinstance(data, dict) and isinstance(data.get("targets"), dict):
         found = {n: t.get("digest") for n, t in data["targets"].items() if isinstance(t, dict)}
     elif isinstance(data, dict) and all(isinstance(v, dict) for v in data.values()):
