@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 from typing import TextIO
 
 from bake.api import FORMATS as DEFAULT_FILES
@@ -69,18 +70,15 @@ def plan(settings: Settings) -> int:
 def build(settings: Settings) -> int:
     """``bake-plan build``: write the plan, run buildx on it, write the sitrep.
     :returns: 0 every target built, 1 a target failed, 130 interrupted."""
-    from pathlib import Path
-
-    from bake.run.build import run_build
+    from bake.run.build import Reports, run_build
 
     composition = compose(settings)
+    metadata_file = settings.metadata_file or settings.sitrep_dir / "bake-metadata.json"
+    reports = Reports.from_environment(settings.sitrep_dir, metadata_file)
+    reports.prepare(Path(settings.output or DEFAULT_FILES[settings.format]))
     plan_file = write_plan(settings, composition, sys.stdout)
-    sitrep_dir = settings.sitrep_dir
-    sitrep = run_build(
-        composition, Path(plan_file), sitrep_dir=sitrep_dir,
-        metadata_file=settings.metadata_file or sitrep_dir / "bake-metadata.json",
-        push=settings.push, load=settings.load, builder=settings.builder,
-    )
+    sitrep = run_build(composition, Path(plan_file), reports, push=settings.push, load=settings.load,
+                       builder=settings.builder)
     print(f"bake-plan: {sitrep['summary']}", file=sys.stdout if sitrep["outcome"] == "pass" else sys.stderr)
     if sitrep.get("interrupted"):
         return 130
@@ -124,8 +122,6 @@ def matrix(settings: Settings) -> int:
 def lock(settings: Settings) -> int:
     """``bake-plan lock``: compile each requested stage's chain of requirement lines on the host
     and write the locks, all or none. :returns: 0; a conflict raises :class:`bake.errors.LockConflict`."""
-    from pathlib import Path
-
     from bake.pip.lock import compile_lock, lock_specs, python_version, write_locks
 
     composition = compose(settings)

@@ -3,21 +3,147 @@
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Optional
 
-from bake.errors import OutputError
+from bake.errors import OutputError, RunError
 from bake.output import write_atomic
 from bake.plan.compose import DEFAULT_GROUP, Composition
 from bake.run import engine, sitrep
 
 
+REPORT_FILES = ("sitrep.json", "badge.json", "sitrep.md")
+"""What a build writes in the sitrep directory (JAX-Toolbox's sitrep, its badge, the summary)."""
+
+
+class Reports:
+    """Where one build's reports go, checked before anything is built and written at any end.
+
+    :param sitrep_dir: the directory of :data:`REPORT_FILES`.
+    :param metadata_file: buildx's ``--metadata-file``.
+    :param step_summary: ``$GITHUB_STEP_SUMMARY`` (appended to), or ``None``.
+    """
+
+    @classmethod
+    def from_environment(cls, sitrep_dir: Path, metadata_file: Path) -> "Reports":
+        """The reports of a build, with ``$GITHUB_STEP_SUMMARY`` when GitHub Actions sets it."""
+        return cls(sitrep_dir, metadata_file, os.environ.get("GITHUB_STEP_SUMMARY"))
+
+    def __init__(self, sitrep_dir: Path, metadata_file: Path, step_summary: Optional[str]):
+        self.sitrep_dir, self.metadata_file, self.step_summary = sitrep_dir, metadata_file, step_summary
+
+    def prepare(self, plan_file: Path) -> None:
+        """Check every report path is writable and apart from the plan file, and take the previous
+        run's reports away, so a run that stops early (no engine, bad input) never leaves an old
+        "pass" behind. Called before the plan is written.
+
+        :raises OutputError: a directory cannot be made or written, a report path is a directory,
+            a FIFO or another non-file, two of the files are one (``-o DIR/sitrep.json
+            --sitrep-dir DIR``), or ``$GITHUB_STEP_SUMMARY`` cannot be appended to.
+        """
+        named = {"the plan": plan_file, "--metadata-file": self.metadata_file,
+                 **{f"the {name}": self.sitrep_dir / name for name in REPORT_FILES}}
+        seen: dict = {}
+        for what, path in named.items():
+            real = os.path.realpath(path)
+            if real in seen:
+                raise OutputError(f"{path} would be both {seen[real]} and {what}: give each its own file")
+            seen[real] = what
+        try:
+            self.sitrep_dir.mkdir(parents=True, exist_ok=True)
+            self.metadata_file.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise OutputError(f"cannot prepare {err.filename}: {err.strerror}") from None
+        for directory in dict.fromkeys([self.sitrep_dir, self.metadata_file.parent]):
+            try:  # writable now, so a finished build is never lost for want of a report
+                with tempfile.NamedTemporaryFile(dir=directory, prefix=".bake-plan-probe-"):
+                    pass
+            except OSError as err:
+                raise OutputError(f"cannot write reports in {directory}: {err.strerror or err}") from None
+        for path in [*(self.sitrep_dir / name for name in REPORT_FILES), self.metadata_file]:
+            _regular_or_absent(path)
+        if self.step_summary:
+            _appendable(self.step_summary)
+        for name in REPORT_FILES:
+            try:
+                (self.sitrep_dir / name).unlink()
+            except FileNotFoundError:
+                pass
+            except OSError as err:
+                raise OutputError(f"cannot remove the previous {self.sitrep_dir / name}: {err.strerror}") from None
+
+    def drop_stale_metadata(self) -> None:
+        """Remove the previous ``--metadata-file`` just before buildx writes a new one (a stale
+        file would report digests of an older build)."""
+        try:
+            self.metadata_file.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as err:
+            raise OutputError(f"cannot remove the previous {self.metadata_file}: {err.strerror}") from None
+
+    def write(self, report: dict) -> None:
+        """Write the sitrep, its badge and summary, and append the summary to
+        ``$GITHUB_STEP_SUMMARY``.
+
+        :raises RunError: a report cannot be written: the work was done, so this is exit 1.
+        """
+        summary = sitrep.markdown(report)
+        try:
+            write_atomic(str(self.sitrep_dir / "sitrep.json"), sitrep.to_json(report), "the sitrep")
+            write_atomic(str(self.sitrep_dir / "badge.json"), sitrep.to_json(sitrep.badge(report)), "the badge")
+            write_atomic(str(self.sitrep_dir / "sitrep.md"), summary, "the summary")
+            if self.step_summary:
+                try:
+                    with open(self.step_summary, "a", encoding="utf-8") as handle:
+                        handle.write(summary)
+                except OSError as err:
+                    raise OutputError(f"cannot append to $GITHUB_STEP_SUMMARY {self.step_summary}: "
+                                      f"{err.strerror or err}") from None
+        except OutputError as err:
+            raise RunError(f"the build ran ({report['summary']}), but {err}") from None
+
+
+def _regular_or_absent(path: Path) -> None:
+    """:raises OutputError: ``path`` exists and is not a regular file (a directory, a FIFO that
+    would block the write, a device)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        raise OutputError(f"cannot write {path}: {err.strerror or err}") from None
+    if stat.S_ISDIR(mode):
+        raise OutputError(f"cannot write {path}: it is a directory")
+    if not stat.S_ISREG(mode):
+        raise OutputError(f"cannot write {path}: it is not a regular file")
+
+
+def _appendable(path: str) -> None:
+    """``$GITHUB_STEP_SUMMARY`` can be appended to now (a regular file, or one that can be
+    made), without blocking on a FIFO. :raises OutputError: it cannot."""
+    where = f"$GITHUB_STEP_SUMMARY {path}"
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as err:
+        raise OutputError(f"cannot append to {where}: {err.strerror or err}") from None
+    if mode is not None and not stat.S_ISREG(mode):
+        raise OutputError(f"cannot append to {where}: it is not a regular file")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o666)
+        os.close(fd)
+    except OSError as err:
+        raise OutputError(f"cannot append to {where}: {err.strerror or err}") from None
+
+
 def run_build(
     composition: Composition,
     plan_file: Path,
-    sitrep_dir: Path,
-    metadata_file: Path,
+    reports: Reports,
     push: bool = False,
     load: bool = False,
     builder: Optional[str] = None,
@@ -26,48 +152,40 @@ def run_build(
     pushed too) and write ``sitrep.json``, ``badge.json`` and ``sitrep.md`` in ``sitrep_dir``; the
     Markdown is appended to ``$GITHUB_STEP_SUMMARY`` when that is set (GitHub Actions).
 
+    ``reports`` must have been prepared (:meth:`Reports.prepare`, before the plan was written);
+    the previous metadata file is removed only once the engine answers.
+
     :returns: the sitrep; its ``outcome`` is ``pass`` or ``fail``, and ``interrupted`` is true
-        when Ctrl-C or SIGTERM stopped the build. A failed or interrupted build still writes all
-        three files, naming the failing target.
+        when Ctrl-C or SIGTERM stopped the build, also while build records were being read. A
+        failed or interrupted build still writes all three files, naming the failing target.
     :raises bake.run.engine.EngineError: the engine cannot be reached (nothing was built).
-    :raises bake.errors.OutputError: a report file cannot be written.
+    :raises bake.errors.RunError: the build ran but a report could not be written.
     """
-    try:  # where the reports go, before anything is built: a bad path is bad input (exit 2)
-        sitrep_dir.mkdir(parents=True, exist_ok=True)
-        metadata_file.parent.mkdir(parents=True, exist_ok=True)
-        if metadata_file.exists():
-            metadata_file.unlink()  # a stale file would report digests of an older build
-    except OSError as err:
-        raise OutputError(f"cannot prepare {err.filename}: {err.strerror}") from None
-    for directory in dict.fromkeys([sitrep_dir, metadata_file.parent]):
-        try:  # writable now, so a finished build is never lost for want of a report
-            with tempfile.NamedTemporaryFile(dir=directory, prefix=".bake-plan-probe-"):
-                pass
-        except OSError as err:
-            raise OutputError(f"cannot write reports in {directory}: {err.strerror or err}") from None
     if not engine.engine_reachable():
         host = os.environ.get("DOCKER_HOST", "the default socket")
         raise engine.EngineError(f"cannot reach a Docker engine at {host} (is dockerd running? is DOCKER_HOST right?)")
+    reports.drop_stale_metadata()
     built = composition.plan["group"][DEFAULT_GROUP]["targets"]
-    run = engine.bake(plan_file, [DEFAULT_GROUP], metadata_file, push=push, load=load, builder=builder,
+    run = engine.bake(plan_file, [DEFAULT_GROUP], reports.metadata_file, push=push, load=load, builder=builder,
                       extra_files=composition.bake_files, sole_target=built[0] if len(built) == 1 else None,
                       plan=composition.plan)
     label = f"{', '.join(composition.requested)} build"
-    report = sitrep.make_sitrep(composition.plan, label, run.returncode, run.failed, run.metadata,
-                                engine.build_record, error=run.error, steps=run.steps,
-                                failed_steps=run.failed_steps, exported=run.exported)
-    report["interrupted"] = run.interrupted
-    if run.interrupted:  # cancelled, not broken: what did not finish was not built
+    interrupted = run.interrupted
+    try:
+        report = _sitrep(composition, label, run, engine.build_record)
+    except KeyboardInterrupt:  # stopped while reading build records: report without durations
+        interrupted = True
+        report = _sitrep(composition, label, run, lambda ref: None)
+    report["interrupted"] = interrupted
+    if interrupted:  # cancelled, not broken: what did not finish was not built
         for entry in report["targets"].values():
             if entry["outcome"] == sitrep.FAIL and not entry["digest"]:
                 entry["outcome"] = sitrep.NOT_BUILT
         report["summary"] = f"{label}: interrupted"
-    write_atomic(str(sitrep_dir / "sitrep.json"), sitrep.to_json(report), "the sitrep")
-    write_atomic(str(sitrep_dir / "badge.json"), sitrep.to_json(sitrep.badge(report)), "the badge")
-    summary = sitrep.markdown(report)
-    write_atomic(str(sitrep_dir / "sitrep.md"), summary, "the summary")
-    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if step_summary:
-        with open(step_summary, "a", encoding="utf-8") as handle:
-            handle.write(summary)
+    reports.write(report)
     return report
+
+
+def _sitrep(composition: Composition, label: str, run: engine.BakeRun, record) -> dict:
+    return sitrep.make_sitrep(composition.plan, label, run.returncode, run.failed, run.metadata, record,
+                              error=run.error, steps=run.steps, failed_steps=run.failed_steps, exported=run.exported)

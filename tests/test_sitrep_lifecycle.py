@@ -1,0 +1,72 @@
+"""The reports of a build, before anything is built: every path checked, the previous run's
+sitrep and badge taken away (a run that stops early never leaves an old "pass"), the metadata
+file kept until the engine answers, and no two outputs on one file. None of this needs an engine:
+each run here stops before buildx, as a run without an engine or with a bad path would."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from test_errors import assert_one_line_error
+
+NO_ENGINE = dict(os.environ, DOCKER_HOST="unix:///nonexistent/docker.sock")
+
+
+def _previous_run(sitrep):
+    sitrep.mkdir()
+    for name in ("sitrep.json", "badge.json"):
+        (sitrep / name).write_text(json.dumps({"outcome": "pass", "message": "pass"}))
+    (sitrep / "sitrep.md").write_text("## ✅ old\n")
+    (sitrep / "bake-metadata.json").write_text("{}")
+
+
+def test_a_run_without_an_engine_leaves_no_old_pass_behind(cli, tmp_path):
+    sitrep = tmp_path / "sitrep"
+    _previous_run(sitrep)
+    proc = cli("build", "--target", "jax", "--sitrep-dir", "sitrep", cwd=tmp_path, env=NO_ENGINE)
+    assert_one_line_error(proc, "cannot reach a Docker engine")
+    assert sorted(p.name for p in sitrep.iterdir()) == ["bake-metadata.json"], "only the metadata file stays"
+
+
+@pytest.mark.parametrize("make, needle", [
+    (lambda d: (d / "sitrep.json").mkdir(), "sitrep.json: it is a directory"),
+    (lambda d: os.mkfifo(d / "badge.json"), "badge.json: it is not a regular file"),
+    (lambda d: (d / "bake-metadata.json").mkdir(), "bake-metadata.json: it is a directory"),
+], ids=["sitrep-is-a-directory", "badge-is-a-fifo", "metadata-is-a-directory"])
+def test_an_unusable_report_path_stops_before_the_plan(cli, tmp_path, make, needle):
+    sitrep = tmp_path / "sitrep"
+    sitrep.mkdir()
+    make(sitrep)
+    proc = cli("build", "--target", "jax", "--sitrep-dir", "sitrep", cwd=tmp_path, env=NO_ENGINE)
+    assert_one_line_error(proc, needle)
+    assert not (tmp_path / "docker-bake.hcl").exists(), "no plan is written when the reports cannot be"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "missing-directory", "directory"])
+def test_an_unwritable_step_summary_is_one_line_and_never_hangs(cli, tmp_path, kind):
+    target = tmp_path / "summary"
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "missing-directory":
+        target = tmp_path / "nowhere" / "summary"
+    else:
+        target.mkdir()
+    env = dict(NO_ENGINE, GITHUB_STEP_SUMMARY=str(target))
+    proc = cli("build", "--target", "jax", "--sitrep-dir", "sitrep", cwd=tmp_path, env=env)
+    assert_one_line_error(proc, "cannot append to $GITHUB_STEP_SUMMARY")
+    assert not (tmp_path / "docker-bake.hcl").exists()
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["-o", "sitrep/sitrep.json"], "would be both the plan and the sitrep.json"),
+    (["--metadata-file", "sitrep/badge.json"], "would be both --metadata-file and the badge.json"),
+], ids=["plan-on-the-sitrep", "metadata-on-the-badge"])
+def test_two_outputs_on_one_file_are_refused(cli, tmp_path, args, needle):
+    sitrep = tmp_path / "sitrep"
+    _previous_run(sitrep)
+    proc = cli("build", "--target", "jax", "--sitrep-dir", "sitrep", *args, cwd=tmp_path, env=NO_ENGINE)
+    assert_one_line_error(proc, needle)
+    assert json.loads((sitrep / "sitrep.json").read_text())["outcome"] == "pass", "nothing touched"
