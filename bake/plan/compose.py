@@ -264,6 +264,10 @@ def compose(stages: Dict[str, Stage], options: PlanOptions, hooks: Hooks) -> Com
     return Composition(plan=plan, chain=chain, requested=requested, stages=stages)
 
 
+CACHE_ONLY = "type=cacheonly"
+"""The output of a target without tags: built into the cache only (buildx's cacheonly exporter)."""
+
+
 def repository(stage: Stage, registry: Optional[str]) -> str:
     """``<registry>/<image>`` of a stage; a stage without an image is named after itself."""
     return f"{registry or stage.registry}/{stage.image or target_name(stage.name).lower()}"
@@ -421,5 +425,9 @@ def _target(stage: Stage, tname: str, flavor: str, platforms: List[str], ctx: _C
         target["secret"] = [spec.to_bake() for spec in options.secrets]
 
     ctx.hooks.adjust_target(stage, tname, flavor, target)
+    if not target.get("tags") and "output" not in target:
+        # An untagged target (a wheel builder used through `uses`) is only built for what builds
+        # on it: with the default output, `bake --push` stops at "tag is needed when pushing".
+        target["output"] = [CACHE_ONLY]
     check_target(stage, tname, target, options.not_secret)
     return target

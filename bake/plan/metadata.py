@@ -28,6 +28,7 @@ import json
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from bake.errors import UsageError, did_you_mean
+from bake.plan.compose import CACHE_ONLY
 
 DEFAULT_TARGET = "docker-metadata-action"
 
@@ -141,6 +142,8 @@ def inherit(composition, meta: MetadataFiles, names: Sequence[str] = (), arch: O
         target["inherits"] = list(dict.fromkeys([*target.get("inherits", []), meta.target]))
         if meta.tags:
             target.pop("tags", None)
+        if target.get("output") == [CACHE_ONLY]:  # tagged now, by the metadata-action target
+            del target["output"]
         for key in meta.labels:
             target.get("labels", {}).pop(key, None)
     plan["target"] = {meta.target: {}, **plan["target"]}
