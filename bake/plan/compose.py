@@ -207,6 +207,22 @@ def check_unique_targets(stages: Dict[str, Stage]) -> None:
             seen[tname] = stage
 
 
+def _check_unique_tags(targets: Mapping[str, dict], owners: Mapping[str, Stage]) -> None:
+    """Two targets with one tag would push one image over the other (two stages with one
+    ``image``, or a tag policy that forgets the variant).
+
+    :raises StageError: naming the tag and both targets' stages and plugins.
+    """
+    seen: Dict[str, str] = {}
+    for tname, target in targets.items():
+        for tag in target.get("tags", []):
+            other = seen.setdefault(tag, tname)
+            if other != tname:
+                a, b = owners[other], owners[tname]
+                raise StageError(f"targets '{other}' (stage '{a.name}', plugin '{a.plugin}') and '{tname}' (stage "
+                                 f"'{b.name}', plugin '{b.plugin}') are both tagged {tag}: one would overwrite the other")
+
+
 def compose(stages: Dict[str, Stage], options: PlanOptions, hooks: Hooks) -> Composition:
     """Compose the plan for ``options.targets``.
 
@@ -251,6 +267,7 @@ def compose(stages: Dict[str, Stage], options: PlanOptions, hooks: Hooks) -> Com
     for stage in chain:
         for tname, flavor in target_names(stage):
             targets[tname] = _target(stage, tname, flavor, platforms[stage.name], ctx)
+    _check_unique_tags(targets, {tname: s for s in chain for tname, _ in target_names(s)})
 
     groups = {DEFAULT_GROUP: {"targets": list(targets)}}
     for base, names in variant_groups({s.name: s for s in chain}).items():

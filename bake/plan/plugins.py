@@ -208,9 +208,16 @@ class Hooks:
         return key, plugin
 
     def platforms(self, stage: Stage, requested: Sequence[str]) -> List[str]:
-        """The platform policy's answer for one stage. :raises PluginError: it raised or is not a list of strings."""
+        """The platform policy's answer for one stage.
+
+        :raises PluginError: it raised, is not a list of strings, or is empty.
+        """
         answer, plugin = self._call("bake_plan_platforms", firstresult=True, stage=stage, requested=tuple(requested))
-        return self._expect_strs("bake_plan_platforms", stage, answer, plugin)
+        platforms = self._expect_strs("bake_plan_platforms", stage, answer, plugin)
+        if not platforms:  # buildx would build for the engine's own platform under every arch's tags
+            raise PluginError(f"{_by(plugin)}bake_plan_platforms for stage '{stage.name}' returned no platform "
+                              "(return None to leave the answer to the next policy)")
+        return platforms
 
     def adjust_target(self, stage: Stage, name: str, flavor: str, target: dict) -> None:
         """Let every plugin adjust one target in place. :raises PluginError: a plugin raised."""
