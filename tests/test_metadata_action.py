@@ -182,6 +182,8 @@ def test_build_pushes_the_metadata_tags(cli, engine, tmp_path):
         [f"{t}-amd64" for t in ("latest", f"nightly-{DATE}", "mealkit", f"mealkit-{DATE}")])
     sitrep = json.loads((tmp_path / "sitrep" / "sitrep.json").read_text())
     assert sitrep["outcome"] == "pass" and "docker-metadata-action" not in sitrep["targets"]
+    assert sitrep["targets"]["mx-leaf"]["tags"] == [f"{namespace}/mx-leaf:v1.2.3-amd64"]  # inherited, as pushed
+    assert sitrep["targets"]["mx-leaf"]["platforms"] == ["linux/amd64"]
 
 
 def test_metadata_targets_without_a_file(cli, tmp_path):

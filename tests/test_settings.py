@@ -109,3 +109,16 @@ def test_gather_raises_the_one_line_errors(tmp_path, monkeypatch):
     (tmp_path / "bake-plan.toml").write_text('date = "yesterday"\n')
     with pytest.raises(ConfigError, match=r"bake-plan.toml: date: 'yesterday' is not a date"):
         gather("plan", {"target": ["jax"]}, environ={})
+
+
+def test_a_parent_report_of_another_arch_is_refused(cli, tmp_path):
+    report = tmp_path.parent / f"{tmp_path.name}-arm64-sitrep.json"
+    digest = "sha256:" + "1" * 64
+    report.write_text(json.dumps({"targets": {"base-mealkit": {"digest": digest, "platforms": ["linux/arm64"]}}}))
+    args = ["--target", "jax", "--from-registry", "--parent-report", str(report), "--format", "json", "-o", "-"]
+    proc = cli(*args, "--platform", "linux/amd64", cwd=tmp_path)
+    assert_one_line_error(proc, f"--parent-report: {report}: target 'base-mealkit' was built for linux/arm64, "
+                                "not linux/amd64", cwd=tmp_path)
+    proc = cli(*args, "--platform", "linux/arm64", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert digest in proc.stdout

@@ -1,7 +1,7 @@
 """The situation report ("sitrep") of a build, in JAX-Toolbox's shape.
 
 Three files: ``sitrep.json`` (``summary``, ``badge_label``, ``outcome``, ``error``, per target:
-outcome, tags, digest, duration in seconds, steps cached and run), a shields.io endpoint badge
+outcome, platforms, tags as buildx gave them, digest, duration in seconds, steps cached and run), a shields.io endpoint badge
 (https://shields.io/badges/endpoint-badge: ``schemaVersion``, ``label``, ``message``, ``color``)
 and a Markdown summary fit for ``$GITHUB_STEP_SUMMARY``.
 """
@@ -87,6 +87,13 @@ def dependents(plan: dict, failed: Set[str]) -> Set[str]:
     return out
 
 
+def tags_of(target: dict, meta: dict) -> List[str]:
+    """The tags a target was given: buildx's ``image.name`` (comma-separated, what it really tagged,
+    docker/metadata-action's inherited tags included) when it built, else the plan's own."""
+    named = [t for t in meta.get("image.name", "").split(",") if t]
+    return named or list(target.get("tags", []))
+
+
 def make_sitrep(
     plan: dict,
     label: str,
@@ -129,7 +136,8 @@ def make_sitrep(
             meta = {"containerimage.digest": exported[name]}
         entry = {
             "outcome": PASS if meta else (FAIL if name in broken else NOT_BUILT),
-            "tags": list(target.get("tags", [])),
+            "platforms": list(target.get("platforms", [])),
+            "tags": tags_of(target, meta),
             "digest": meta.get("containerimage.digest"),
             "duration_s": None,
             "steps_cached": None,

@@ -166,7 +166,7 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
         date_source = from_env or provenance["date"].source
     digests: Dict[str, str] = {}
     for report in flag("parent_report") or ():
-        digests.update(values.parent_digests(report))
+        digests.update(values.parent_digests(report, provenance["platforms"].value))
     secrets = values.secrets(flag("secret") or ())
     if command == "build":
         for spec in secrets:

@@ -188,12 +188,15 @@ def existing_file(value: str, where: str, what: str) -> Path:
     return Path(value)
 
 
-def parent_digests(path: str, where: str = "--parent-report") -> Dict[str, str]:
+def parent_digests(path: str, platforms: Sequence[str] = (), where: str = "--parent-report") -> Dict[str, str]:
     """Bake target → image digest from a sitrep.json (``targets.<name>.digest``) or a buildx
     metadata file (``<name>.containerimage.digest``); each digest checked
     (:func:`bake.plan.names.check_digest`), as it goes into the plan.
 
-    :raises UsageError: the file is unreadable, neither shape, or holds a malformed digest.
+    :param platforms: the platforms of this run: a sitrep target built for other platforms (a
+        per-arch job handed the other arch's report) is refused. Metadata files name no platform.
+    :raises UsageError: the file is unreadable, neither shape, holds a malformed digest, or
+        reports a target built for other platforms.
     """
     try:
         with open(path, encoding="utf-8") as handle:
@@ -206,6 +209,11 @@ def parent_digests(path: str, where: str = "--parent-report") -> Dict[str, str]:
         data = {k: v for k, v in data.items() if not k.startswith("buildx.")}
     if isinstance(data, dict) and isinstance(data.get("targets"), dict):
         found = {n: t.get("digest") for n, t in data["targets"].items() if isinstance(t, dict)}
+        for name, entry in data["targets"].items():
+            built = entry.get("platforms") if isinstance(entry, dict) else None
+            if found.get(name) and platforms and isinstance(built, list) and not set(platforms) <= set(built):
+                raise error(where, f"{path}: target {name!r} was built for {', '.join(map(str, built))}, "
+                                   f"not {', '.join(platforms)} (the report of another arch's job?)")
     elif isinstance(data, dict) and all(isinstance(v, dict) for v in data.values()):
         found = {n: t.get("containerimage.digest") for n, t in data.items()}
     else:
