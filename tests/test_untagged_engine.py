@@ -4,6 +4,7 @@ builder's target has no tags, so it builds cache-only (``output = ["type=cacheon
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import uuid
@@ -59,6 +60,11 @@ def bake_plan_stages():
         assert "tag is needed" not in proc.stderr
         report = json.loads((sitrep / "sitrep.json").read_text())
         assert report["outcome"] == "pass" and report["targets"]["uw-user"]["digest"], report
+        # The sitrep says which base image went in, as BuildKit resolved it: the registry's index
+        # digest (from buildx's provenance; buildx 0.13 records none in its metadata file).
+        raw = engine.docker("buildx", "imagetools", "inspect", "--raw", busybox).stdout.encode()
+        want = [{"image": busybox, "platform": platform, "digest": "sha256:" + hashlib.sha256(raw).hexdigest()}]
+        assert report["targets"]["uw-user"]["base_images"] == (want if which == "new" else [])
     proc = cli("publish", *common, cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
     ref = f"{common[3]}/uw-user:latest"

@@ -1,7 +1,7 @@
 """The situation report ("sitrep") of a build, in JAX-Toolbox's shape.
 
 Three files: ``sitrep.json`` (``summary``, ``badge_label``, ``outcome``, ``error``, per target:
-outcome, platforms, tags as buildx gave them, digest, duration in seconds, steps cached and run), a shields.io endpoint badge
+outcome, platforms, tags as buildx gave them, the base images with their digests, digest, duration in seconds, steps cached and run), a shields.io endpoint badge
 (https://shields.io/badges/endpoint-badge: ``schemaVersion``, ``label``, ``message``, ``color``)
 and a Markdown summary fit for ``$GITHUB_STEP_SUMMARY``.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.parse
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Set
 
@@ -94,6 +95,31 @@ def tags_of(target: dict, meta: dict) -> List[str]:
     return named or list(target.get("tags", []))
 
 
+def base_images(meta: dict) -> List[dict]:
+    """The images a target's build started from, with the digest BuildKit resolved for each:
+    ``[{"image": "localhost:5555/stand-in/busybox:latest", "platform": "linux/amd64",
+    "digest": "sha256:…"}]``, from the SLSA provenance buildx puts in its metadata file
+    (``buildx.build.provenance``, or ``buildx.build.provenance/<platform>`` per platform; its
+    ``materials`` are package URLs ``pkg:docker/<name>@<tag>?platform=…``). Empty when buildx
+    recorded no provenance."""
+    out = []
+    for key, provenance in sorted(meta.items()):
+        if not key.startswith("buildx.build.provenance") or not isinstance(provenance, dict):
+            continue
+        for material in provenance.get("materials") or ():
+            uri, digest = material.get("uri", ""), (material.get("digest") or {}).get("sha256")
+            if not uri.startswith("pkg:docker/") or not digest:
+                continue
+            name, _, query = uri[len("pkg:docker/"):].partition("?")
+            name, _, version = name.rpartition("@")
+            params = dict(urllib.parse.parse_qsl(query))
+            entry = {"image": urllib.parse.unquote(f"{name}:{version}"), "platform": params.get("platform"),
+                     "digest": f"sha256:{digest}"}
+            if entry not in out:
+                out.append(entry)
+    return out
+
+
 def make_sitrep(
     plan: dict,
     label: str,
@@ -138,6 +164,7 @@ def make_sitrep(
             "outcome": PASS if meta else (FAIL if name in broken else NOT_BUILT),
             "platforms": list(target.get("platforms", [])),
             "tags": tags_of(target, meta),
+            "base_images": base_images(meta),
             "digest": meta.get("containerimage.digest"),
             "duration_s": None,
             "steps_cached": None,
