@@ -270,7 +270,7 @@ def test_a_git_requirement_pinned_to_a_commit_is_accepted(cli, make_plugin, tmp_
     assert json.loads(proc.stdout)["target"]["vcs-mealkit"]["args"]["REQUIREMENTS"] == "numpy<2\n" + line
 
 
-def _finalize(tmp_path, ins, locks, arch="amd64"):
+def _finalize(tmp_path, ins, locks, arch="amd64", python_says="", **extra_env):
     """Run the image's bake-pip-finalize on the host, up to its checks of a pre-made lock."""
     from pathlib import Path
 
@@ -286,11 +286,11 @@ def _finalize(tmp_path, ins, locks, arch="amd64"):
     # The environment to sync is a stand-in that fails: these tests stop at the checks, and a
     # check that wrongly passed must never sync (uninstall from) a real environment.
     target = tmp_path / "not-a-python"
-    target.write_text("#!/bin/sh\nexit 3\n")
+    target.write_text(f'#!/bin/sh\n[ "$1" = -c ] && [ -n "{python_says}" ] && echo "{python_says}" && exit 0\nexit 3\n')
     target.chmod(0o755)
     env = hermetic_pip_env()
     env.update(BAKE_PIP_TOOLS_D=str(pip_tools_d), BAKE_PIP_LOCK_DIR=str(lock_dir), BAKE_ARCH=arch,
-               BAKE_PIP_TOOLS=str(Path(sys.executable).parent.parent), BAKE_PYTHON=str(target))
+               BAKE_PIP_TOOLS=str(Path(sys.executable).parent.parent), BAKE_PYTHON=str(target), **extra_env)
     return subprocess.run(["bash", str(stages_dir() / "scripts" / "pip-finalize.sh")], env=env,
                           capture_output=True, text=True, timeout=120)
 
@@ -436,3 +436,35 @@ def test_a_relative_python_path_works(lock_cli, tmp_path):
     proc = lock_cli("lock", "--target", "lt-e", "--python", rel, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "# bake-plan resolver: pip-compile" in (tmp_path / "locks" / "lt-e.txt").read_text()
+
+
+def test_a_locked_final_stage_without_the_lock_mounted_fails_in_one_line(tmp_path):
+    proc = _finalize(tmp_path, {"requirements-a.in": "alpha\n"}, {}, BAKE_PIP_LOCKED="1")
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        f"bake-pip-finalize: a --locked build (BAKE_PIP_LOCKED=1) but no lock in {tmp_path / 'pip-lock'}: the "
+        "final stage must mount the pip-lock context (RUN --mount=type=bind,from=pip-lock,target="
+        f"{tmp_path / 'pip-lock'} bake-pip-finalize)"], proc.stderr
+    assert "compiling" not in proc.stdout
+
+
+def test_a_lock_for_another_python_is_refused_first_in_one_line(tmp_path):
+    lock = "# bake-plan python: 3.10\n# bake-plan target: x\nalpha==1.0\n"
+    proc = _finalize(tmp_path, {"requirements-a.in": "beta\n"}, {"requirements.lock": lock}, python_says="3.11")
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        f"bake-pip-finalize: the lock {tmp_path / 'pip-lock' / 'requirements.lock'} was made for Python 3.10, this "
+        'image has Python 3.11: declare python = "3.11" on the stage and run bake-plan lock again'], proc.stderr
+    # The same lock for the image's Python goes on to its checks (beta is not in it).
+    proc = _finalize(tmp_path / "again", {"requirements-a.in": "beta\n"}, {"requirements.lock": lock},
+                     python_says="3.10") if (tmp_path / "again").mkdir() is None else None
+    assert "requirements-a.in:1: beta: not in the lock" in proc.stderr, proc.stderr
+
+
+def test_a_locked_plan_passes_the_locked_arg_to_the_final_target_only(lock_cli, tmp_path):
+    assert lock_cli("lock", "--target", "lt-e", cwd=tmp_path).returncode == 0
+    proc = lock_cli("--target", "lt-e", "--locked", "--format", "json", "-o", "plan.json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    targets = json.loads((tmp_path / "plan.json").read_text())["target"]
+    assert targets["lt-e"]["args"]["BAKE_PIP_LOCKED"] == "1"
+    assert all("BAKE_PIP_LOCKED" not in targets[t]["args"] for t in ("lt-e-mealkit", "lt-a", "lt-a-mealkit"))
