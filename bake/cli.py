@@ -115,9 +115,11 @@ def _lock_arguments() -> argparse.ArgumentParser:
                       help="os/arch to lock for (repeatable); default: every platform the stage builds for")
     _locks_dir_argument(lock)
     _sources_argument(lock)
-    lock.add_argument("--python", default=sys.executable, metavar="PYTHON",
-                      help="interpreter that runs pip-tools; the lock is resolved for its Python version "
-                           "(default: the one running bake-plan)")
+    lock.add_argument("--python", default=None, metavar="PYTHON",
+                      help="interpreter whose pip-tools compiles the lock, for its own Python version. "
+                           "Default: uv resolves for the Python the stage declares (python = \"3.10\") and "
+                           "each arch, with no such interpreter needed; a stage that declares none is "
+                           "compiled by the Python running bake-plan")
     pip = lock.add_argument_group("passed to pip-compile")
     pip.add_argument("-i", "--index-url", metavar="URL")
     pip.add_argument("--extra-index-url", action="append", default=[], metavar="URL")

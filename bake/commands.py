@@ -122,11 +122,10 @@ def matrix(settings: Settings) -> int:
 def lock(settings: Settings) -> int:
     """``bake-plan lock``: compile each requested stage's chain of requirement lines on the host
     and write the locks, all or none. :returns: 0; a conflict raises :class:`bake.errors.LockConflict`."""
-    from bake.pip.lock import compile_lock, lock_specs, python_version, write_locks
+    from bake.pip.lock import lock_specs, resolve, write_locks
 
     composition = compose(settings)
     specs = [spec for name in composition.requested for spec in lock_specs(composition, name)]
-    version = python_version(settings.python)
     results = []
     for spec in specs:
         print(f"bake-plan: locking {spec.describe()}: {len(spec.lines)} requirement lines "
@@ -135,7 +134,7 @@ def lock(settings: Settings) -> int:
             print(f"bake-plan: note: skipped {line.text!r} of {line.who()}: in-image path {line.missing} "
                   "has no host path (declare it in the stage's host_paths); the lock leaves it out",
                   file=sys.stderr)
-        results.append((spec, compile_lock(spec, settings.pip_args, python=settings.python, version=version)))
+        results.extend(resolve(spec, settings.pip_args, python=settings.python))
     # Every lock compiled before any is written: a conflict in the second leaves the first as it was.
     for path, (spec, text) in zip(write_locks(results, Path(settings.locks_dir)), results):
         pins = sum(1 for row in text.splitlines() if row and not row[0].isspace() and not row.startswith(("#", "--")))

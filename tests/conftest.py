@@ -228,7 +228,7 @@ def engine():
     return Engine(registry)
 
 
-def make_wheel(directory: Path, name: str, version: str, requires=()) -> Path:
+def make_wheel(directory: Path, name: str, version: str, requires=(), requires_python=None) -> Path:
     """Write a pure-Python wheel ``<name>-<version>-py3-none-any.whl`` into ``directory``, as a zip
     with the files the wheel spec (PEP 427) asks for: no build step, so a wheelhouse is instant."""
     import base64
@@ -240,6 +240,7 @@ def make_wheel(directory: Path, name: str, version: str, requires=()) -> Path:
     files = {
         f"{name}/__init__.py": f'VERSION = "{version}"\n',
         f"{info}/METADATA": "Metadata-Version: 2.1\n" f"Name: {name}\nVersion: {version}\n"
+        + (f"Requires-Python: {requires_python}\n" if requires_python else "")
         + "".join(f"Requires-Dist: {r}\n" for r in requires),
         f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: bake-plan-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     }

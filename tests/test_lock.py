@@ -270,7 +270,7 @@ def test_a_git_requirement_pinned_to_a_commit_is_accepted(cli, make_plugin, tmp_
     assert json.loads(proc.stdout)["target"]["vcs-mealkit"]["args"]["REQUIREMENTS"] == "numpy<2\n" + line
 
 
-def _finalize(tmp_path, ins, locks, arch="amd64"):
+def _finalize(tmp_path, ins, locks, arch="amd64", python_says="", **extra_env):
     """Run the image's bake-pip-finalize on the host, up to its checks of a pre-made lock."""
     from pathlib import Path
 
@@ -286,11 +286,11 @@ def _finalize(tmp_path, ins, locks, arch="amd64"):
     # The environment to sync is a stand-in that fails: these tests stop at the checks, and a
     # check that wrongly passed must never sync (uninstall from) a real environment.
     target = tmp_path / "not-a-python"
-    target.write_text("#!/bin/sh\nexit 3\n")
+    target.write_text(f'#!/bin/sh\n[ "$1" = -c ] && [ -n "{python_says}" ] && echo "{python_says}" && exit 0\nexit 3\n')
     target.chmod(0o755)
     env = hermetic_pip_env()
     env.update(BAKE_PIP_TOOLS_D=str(pip_tools_d), BAKE_PIP_LOCK_DIR=str(lock_dir), BAKE_ARCH=arch,
-               BAKE_PIP_TOOLS=str(Path(sys.executable).parent.parent), BAKE_PYTHON=str(target))
+               BAKE_PIP_TOOLS=str(Path(sys.executable).parent.parent), BAKE_PYTHON=str(target), **extra_env)
     return subprocess.run(["bash", str(stages_dir() / "scripts" / "pip-finalize.sh")], env=env,
                           capture_output=True, text=True, timeout=120)
 
@@ -317,3 +317,154 @@ def test_a_locked_final_stage_takes_the_lock_of_its_arch(tmp_path):
     assert "using pre-made lock" in proc.stdout and "not in the lock" not in proc.stderr, proc.stderr
     assert (tmp_path / "pip-tools.d" / "requirements.lock").read_text() == "beta==1.0\n"
     assert proc.returncode != 0  # it went on to sync, into the stand-in, which fails
+
+
+PY_PLUGIN = """
+import os
+from bake import Stage, hookimpl
+from bake.resources import stage_dir
+
+
+@hookimpl
+def bake_plan_stages():
+    ctx = stage_dir("jax")
+
+    def stage(name, parent=None, lines=(), **kw):
+        where = dict(parent=parent) if parent else dict(base_image="python:3.9-slim-bookworm")
+        return Stage(name=name, image=name, context=ctx, requirements=tuple(lines), **where, **kw)
+
+    return [
+        stage("py-a", lines=['alpha<2; python_version < "3.10"'], python="3.9"),
+        stage("py-b", "py-a", ["alpha>=2"]),                       # inherits python 3.9
+        stage("py-c", lines=["delta", "eta"], python="3.9"),
+        stage("py-c11", "py-c", [], python="3.11"),
+        stage("py-p", lines=["paxml"], python="3.9"),
+    ] + ([stage("py-bad", lines=["alpha"], python="three")] if os.environ.get("PY_BAD") else [])
+"""
+
+
+@pytest.fixture(scope="module")
+def py_wheels(tmp_path_factory):
+    """``alpha`` 1.0/2.0; ``delta`` 2.0 needs Python >= 3.10 (1.0 any); ``eta`` needs ``zeta`` only on
+    aarch64 and ``alpha<2`` only before Python 3.10; ``paxml`` needs a ``lingvo`` that does not exist."""
+    house = tmp_path_factory.mktemp("py-wheels")
+    for name, version, requires, python in [
+            ("alpha", "1.0", (), None), ("alpha", "2.0", (), None), ("zeta", "1.0", (), None),
+            ("delta", "1.0", (), ">=3.8"), ("delta", "2.0", (), ">=3.10"),
+            ("eta", "1.0", ('zeta; platform_machine == "aarch64"', 'alpha<2; python_version < "3.10"'), None),
+            ("paxml", "1.4.0", ("lingvo==0.12.7",), None), ("lingvo", "0.12.5", (), None),
+            ("lingvo", "0.12.6", (), None)]:
+        make_wheel(house, name, version, requires, requires_python=python)
+    return house
+
+
+@pytest.fixture
+def py_cli(cli, make_plugin, py_wheels):
+    site = make_plugin(PY_PLUGIN, name="pytest-family")
+
+    def run(*args, extra_env=None, **kw):
+        if args and args[0] == "lock":
+            args = args + ("--no-index", "--find-links", str(py_wheels))
+        return cli(*args, env={**hermetic_pip_env(), **(extra_env or {})}, pythonpath=[site], **kw)
+
+    return run
+
+
+def test_a_conflict_only_under_the_images_python_is_caught_without_that_python(py_cli, tmp_path):
+    # alpha<2 applies only before Python 3.10; the host is newer, the image is 3.9.
+    assert sys.version_info[:2] != (3, 9)
+    proc = py_cli("lock", "--target", "py-b", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    err = proc.stderr
+    assert "conflicting requirements for 'py-b'" in err and "Python 3.9 on x86_64-manylinux_2_28" in err, err
+    assert "between stages 'py-a' and 'py-b'" in err, err
+    assert "stage 'py-a' (plugin 'pytest-family') asks for alpha" in err, err
+    assert "Traceback" not in err and not (tmp_path / "locks").exists()
+
+
+def test_a_lock_for_another_python_has_that_pythons_pins(py_cli, tmp_path):
+    proc = py_cli("lock", "--target", "py-c", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    # eta pulls zeta only on aarch64: one lock per arch.
+    amd = (tmp_path / "locks" / "py-c-amd64.txt").read_text()
+    arm = (tmp_path / "locks" / "py-c-arm64.txt").read_text()
+    assert "# bake-plan python: 3.9" in amd.splitlines() and "# bake-plan resolver: uv" in amd.splitlines()
+    assert "# bake-plan python-platform: x86_64-manylinux_2_28" in amd.splitlines()
+    assert "# bake-plan python-platform: aarch64-manylinux_2_28" in arm.splitlines()
+    assert "zeta==1.0" in arm.splitlines() and "zeta==1.0" not in amd.splitlines()
+
+    # For Python 3.9: delta 2.0 needs Python >= 3.10, and eta's alpha<2 applies before 3.10 (the
+    # host's own pip would pick delta 2.0 and no alpha).
+    pins = lambda text: sorted(r for r in text.splitlines() if r and not r[0].isspace() and not r.startswith("#"))
+    assert pins(amd) == ["alpha==1.0", "delta==1.0", "eta==1.0"], amd
+    assert pins(arm) == ["alpha==1.0", "delta==1.0", "eta==1.0", "zeta==1.0"], arm
+    assert "delta==1.0" in amd.splitlines() and "alpha==1.0" in amd.splitlines()
+
+
+def test_the_childs_python_replaces_the_parents(py_cli, tmp_path):
+    proc = py_cli("lock", "--target", "py-c11", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lock = (tmp_path / "locks" / "py-c11-amd64.txt").read_text().splitlines()
+    assert "# bake-plan python: 3.11" in lock and "delta==2.0" in lock and "alpha==1.0" not in lock
+
+
+def test_a_missing_version_names_the_chain_and_what_exists(py_cli, tmp_path):
+    proc = py_cli("lock", "--target", "py-p", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    first = next(row for row in proc.stderr.splitlines() if row.startswith("bake-plan: error:"))
+    assert ("no distribution found for lingvo==0.12.7 (lingvo==0.12.7 <- paxml 1.4.0 <- stage 'py-p' "
+            "(plugin 'pytest-family')); versions that exist: 0.12.6, 0.12.5") in first, proc.stderr
+    assert "for Python 3.9 on x86_64-manylinux_2_28" in first
+
+
+def test_python_must_be_a_version(py_cli, tmp_path):
+    proc = py_cli("--target", "py-c", cwd=tmp_path, extra_env={"PY_BAD": "1"})
+    assert proc.returncode == 2
+    assert "stage 'py-bad', field 'python': 'three' is not a Python version" in proc.stderr.strip(), proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_an_explicit_python_of_another_version_is_refused(py_cli, tmp_path):
+    proc = py_cli("lock", "--target", "py-c", "--python", sys.executable, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "the image of 'py-c' has Python 3.9" in proc.stderr, proc.stderr
+
+
+def test_a_relative_python_path_works(lock_cli, tmp_path):
+    import os
+    rel = os.path.relpath(sys.executable, tmp_path)
+    proc = lock_cli("lock", "--target", "lt-e", "--python", rel, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "# bake-plan resolver: pip-compile" in (tmp_path / "locks" / "lt-e.txt").read_text()
+
+
+def test_a_locked_final_stage_without_the_lock_mounted_fails_in_one_line(tmp_path):
+    proc = _finalize(tmp_path, {"requirements-a.in": "alpha\n"}, {}, BAKE_PIP_LOCKED="1")
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        f"bake-pip-finalize: a --locked build (BAKE_PIP_LOCKED=1) but no lock in {tmp_path / 'pip-lock'}: the "
+        "final stage must mount the pip-lock context (RUN --mount=type=bind,from=pip-lock,target="
+        f"{tmp_path / 'pip-lock'} bake-pip-finalize)"], proc.stderr
+    assert "compiling" not in proc.stdout
+
+
+def test_a_lock_for_another_python_is_refused_first_in_one_line(tmp_path):
+    lock = "# bake-plan python: 3.10\n# bake-plan target: x\nalpha==1.0\n"
+    proc = _finalize(tmp_path, {"requirements-a.in": "beta\n"}, {"requirements.lock": lock}, python_says="3.11")
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        f"bake-pip-finalize: the lock {tmp_path / 'pip-lock' / 'requirements.lock'} was made for Python 3.10, this "
+        'image has Python 3.11: declare python = "3.11" on the stage and run bake-plan lock again'], proc.stderr
+    # The same lock for the image's Python goes on to its checks (beta is not in it).
+    proc = _finalize(tmp_path / "again", {"requirements-a.in": "beta\n"}, {"requirements.lock": lock},
+                     python_says="3.10") if (tmp_path / "again").mkdir() is None else None
+    assert "requirements-a.in:1: beta: not in the lock" in proc.stderr, proc.stderr
+
+
+def test_a_locked_plan_passes_the_locked_arg_to_the_final_target_only(lock_cli, tmp_path):
+    assert lock_cli("lock", "--target", "lt-e", cwd=tmp_path).returncode == 0
+    proc = lock_cli("--target", "lt-e", "--locked", "--format", "json", "-o", "plan.json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    targets = json.loads((tmp_path / "plan.json").read_text())["target"]
+    assert targets["lt-e"]["args"]["BAKE_PIP_LOCKED"] == "1"
+    assert all("BAKE_PIP_LOCKED" not in targets[t]["args"] for t in ("lt-e-mealkit", "lt-a", "lt-a-mealkit"))

@@ -22,16 +22,28 @@ the in-image path again. A line with no host path is skipped: the lock says so i
 Per arch: each line's environment marker is evaluated for every platform the stage supports
 (``platform_machine``: ``x86_64``, ``aarch64``…). When that leaves the same lines on every
 platform there is one lock, ``<locks>/<stage>.txt``; otherwise one per arch,
-``<locks>/<stage>-<arch>.txt``. The resolution itself runs on the host's interpreter, so
-dependencies' own markers and wheel tags are the host's: compile on the images' Python version.
+``<locks>/<stage>-<arch>.txt``.
+
+For the image's Python: a stage that declares ``python = "3.10"`` (or inherits it from a parent)
+is resolved by ``uv pip compile --python-version 3.10 --python-platform <arch>-manylinux_2_28``,
+once per arch, so dependencies' markers, ``Requires-Python`` and wheel tags are the image's, and
+no interpreter of that version is needed on the host (the image itself keeps pip-tools). When
+the arches' results differ, there is one lock per arch. The header records the Python and the
+platforms; ``bake-pip-finalize`` refuses a lock made for another Python. A stage that declares no
+Python, or ``--python`` given explicitly, is compiled by that interpreter's pip-tools as before
+(the lock is then for that interpreter's Python).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import os
 import re
+import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +66,12 @@ HEADER = "# bake-plan "
 # a stage wrote itself are put back at the top of the lock.
 COMPILE_OPTIONS = ("--no-header", "--strip-extras", "--allow-unsafe",
                    "--no-emit-index-url", "--no-emit-find-links", "--no-emit-trusted-host")
+# uv pip compile with the same output as pip-compile above (uv never writes index options unless
+# asked), ignoring any uv configuration file and never downloading an interpreter.
+UV_OPTIONS = ("--quiet", "--no-progress", "--no-config", "--no-python-downloads", "--color", "never",
+              "--no-header", "--annotation-style", "split")
+UV_PLATFORMS = {"amd64": "x86_64-manylinux_2_28", "arm64": "aarch64-manylinux_2_28"}
+"""The ``--python-platform`` a lock is resolved for, by the arch of a bake platform."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +103,7 @@ class LockSpec:
     per_arch: bool
     lines: List[Line]
     host_paths: Dict[str, str] = field(default_factory=dict)
+    python: Optional[str] = None
 
     @property
     def filename(self) -> str:
@@ -110,6 +129,46 @@ class LockSpec:
     def describe(self) -> str:
         return f"'{self.target}' ({', '.join(self.platforms)})"
 
+    def for_platform(self, platform: str) -> "LockSpec":
+        """This lock split off for one platform (a lock per arch)."""
+        return dataclasses.replace(self, platforms=(platform,), per_arch=True)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a lock is resolved for: ``python`` (``"3.10"``) on ``platform`` (a uv
+    ``--python-platform`` such as ``x86_64-manylinux_2_28``), by uv."""
+
+    python: str
+    platform: str
+
+    def describe(self) -> str:
+        return f"Python {self.python} on {self.platform}"
+
+
+def chain_python(composition: Composition, name: str) -> Optional[str]:
+    """The Python of stage ``name``'s image: its own ``python``, else its nearest parent's (a concrete
+    variant's one-value ``python`` axis counts too); ``None`` when no stage of the chain says."""
+    for stage in reversed(lock_chain(composition, name)):
+        if stage.python:
+            return stage.python
+        values = (stage.variants or {}).get("python") or ()
+        if len(values) == 1 and re.fullmatch(r"3\.[0-9]{1,2}", values[0]):
+            return values[0]
+    return None
+
+
+def python_platform(platform: str) -> str:
+    """The uv ``--python-platform`` for a bake platform (``linux/amd64`` → ``x86_64-manylinux_2_28``).
+
+    :raises UsageError: no manylinux platform is known for its arch.
+    """
+    arch = arch_of(platform)
+    if arch not in UV_PLATFORMS:
+        raise UsageError(f"cannot lock for {platform} without an interpreter: no Python platform is known for "
+                         f"{arch} (known: {', '.join(UV_PLATFORMS)}); pass --python with an interpreter of that platform")
+    return UV_PLATFORMS[arch]
+
 
 def lock_chain(composition: Composition, name: str) -> List[Stage]:
     """The stage ``name`` and its parents, root first: the meal kits its final stage compiles."""
@@ -122,13 +181,14 @@ def lock_chain(composition: Composition, name: str) -> List[Stage]:
     return out[::-1]
 
 
-def stage_lines(stage: Stage, platform: str) -> List[Line]:
-    """The lines ``stage`` contributes on ``platform`` (see :func:`bake.pip.requirements.for_platform`)."""
+def stage_lines(stage: Stage, platform: str, python: Optional[str] = None) -> List[Line]:
+    """The lines ``stage`` contributes on ``platform`` (see :func:`bake.pip.requirements.for_platform`;
+    ``python``: the image's Python, when the lock is resolved for it)."""
     if stage.kind != "mealkit":  # only meal kits write REQUIREMENTS into /opt/pip-tools.d
         return []
     out = []
     for text in stage.requirements:
-        effective = reqs.for_platform(text, platform)
+        effective = reqs.for_platform(text, platform, python)
         if effective is None:
             continue
         host, missing = reqs.to_host(effective, stage.host_paths)
@@ -149,14 +209,23 @@ def lock_specs(composition: Composition, name: str) -> List[LockSpec]:
     chain = lock_chain(composition, name)
     wanted = tuple(composition.plan["target"][target_name(name)]["platforms"])
     every = tuple(dict.fromkeys(tuple(stage.platforms) + wanted))
-    per_platform = {p: [line for s in chain for line in stage_lines(s, p)] for p in every}
+    python = chain_python(composition, name)
+    per_platform = {p: [line for s in chain for line in stage_lines(s, p, python)] for p in every}
     per_arch = len({tuple(lines) for lines in per_platform.values()}) > 1
     host_paths: Dict[str, str] = {}
     for s in chain:
         host_paths.update(s.host_paths)
     if per_arch:
-        return [LockSpec(name, (p,), True, per_platform[p], host_paths) for p in wanted]
-    return [LockSpec(name, wanted, False, per_platform[wanted[0]], host_paths)]
+        return [LockSpec(name, (p,), True, per_platform[p], host_paths, python) for p in wanted]
+    return [LockSpec(name, wanted, False, per_platform[wanted[0]], host_paths, python)]
+
+
+def interpreter(python: str) -> str:
+    """``python`` as a path that works from any directory: a bare name looked up on ``PATH``, a
+    relative path made absolute (the compile runs in a temporary directory)."""
+    if os.sep not in python:
+        return shutil.which(python) or python
+    return os.path.abspath(python)
 
 
 def python_version(python: str) -> str:
@@ -164,6 +233,7 @@ def python_version(python: str) -> str:
 
     :raises UsageError: the interpreter cannot be run or has no pip-tools.
     """
+    python = interpreter(python)
     try:
         proc = subprocess.run([python, "-c", "import piptools, platform; print(platform.python_version())"],
                               capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
@@ -175,13 +245,14 @@ def python_version(python: str) -> str:
 
 
 def compile_lock(spec: LockSpec, pip_args: Sequence[str] = (), python: str = "python3",
-                 version: Optional[str] = None) -> str:
+                 version: Optional[str] = None, target: Optional[Target] = None) -> str:
     """Compile ``spec`` with pip-tools and return the lock's text: a ``# bake-plan`` header, the
     index options the stages wrote, then pip-compile's output with in-image paths restored.
 
     :param pip_args: index and find-links options for pip-compile (``--index-url``, ``--no-index``…).
     :param python: the interpreter that runs ``-m piptools compile`` (its Python is what the lock is
         resolved for).
+    :param target: resolve with uv for this Python and platform instead (``python`` is then unused).
     :raises LockConflict: the stages' requirements conflict (each named with stage and plugin).
     :raises LockError: pip-compile failed otherwise (e.g. a requirement no index has).
     :raises UsageError: a declared host path does not exist.
@@ -195,10 +266,50 @@ def compile_lock(spec: LockSpec, pip_args: Sequence[str] = (), python: str = "py
     host_lines = [line for line in spec.lines if line.host is not None]
     body = ""
     if host_lines:
-        body = _run_compile(spec, host_lines, pip_args, python)
+        body = _run_compile(spec, host_lines, pip_args, python, target=target)
         body = reqs.to_image(body, spec.host_paths)
     options = list(dict.fromkeys(line.text.strip() for line in spec.lines if reqs.is_index_option(line.text)))
     return header(spec, version) + "".join(o + "\n" for o in options) + body
+
+
+def resolve(spec: LockSpec, pip_args: Sequence[str] = (), python: Optional[str] = None) -> List[Tuple[LockSpec, str]]:
+    """The locks for ``spec``: ``[(spec, text)]``, or one per platform when the platforms resolve
+    differently.
+
+    With ``python`` (an interpreter), or for a chain that declares no Python, that interpreter's
+    pip-tools compiles it (default: the one running bake-plan); otherwise uv resolves it for the
+    chain's Python and each platform, with no such interpreter on the host.
+
+    :raises UsageError: ``python`` is another Python than the chain declares, or cannot run pip-tools;
+        a platform uv has no name for.
+    :raises LockConflict, LockError: as :func:`compile_lock`.
+    """
+    if python is not None or spec.python is None:
+        version = python_version(python or sys.executable)
+        if spec.python and ".".join(version.split(".")[:2]) != spec.python:
+            raise UsageError(f"--python {python}: it is Python {version}, the image of '{spec.target}' has "
+                             f"Python {spec.python} (the stage's python); leave --python out to lock for {spec.python}")
+        text = compile_lock(spec, pip_args, python=interpreter(python or sys.executable), version=version)
+        return [(spec, _with_head(text, "resolver", "pip-compile"))]
+    targets = {p: Target(spec.python, python_platform(p)) for p in spec.platforms}
+    bodies = {p: compile_lock(spec, pip_args, target=t, version=spec.python) for p, t in targets.items()}
+    if len(set(bodies.values())) == 1:
+        platform = ", ".join(dict.fromkeys(t.platform for t in targets.values()))
+        return [(spec, _with_head(bodies[spec.platforms[0]], "python-platform", platform, "resolver", "uv"))]
+    out = []
+    for p in spec.platforms:
+        one = spec.for_platform(p)
+        text = compile_lock(one, pip_args, target=targets[p], version=spec.python)
+        out.append((one, _with_head(text, "python-platform", targets[p].platform, "resolver", "uv")))
+    return out
+
+
+def _with_head(text: str, *pairs: str) -> str:
+    """``text`` with ``# bake-plan <key>: <value>`` lines added after its header."""
+    lines = text.splitlines(keepends=True)
+    at = next((i for i, line in enumerate(lines) if not line.startswith(HEADER)), len(lines))
+    extra = [f"{HEADER}{k}: {v}\n" for k, v in zip(pairs[::2], pairs[1::2])]
+    return "".join(lines[:at] + extra + lines[at:])
 
 
 def header(spec: LockSpec, version: Optional[str]) -> str:
@@ -239,26 +350,161 @@ def _in_files(directory: Path, lines: Sequence[Line]) -> List[str]:
     return names
 
 
+def _absolute_links(pip_args: Sequence[str]) -> List[str]:
+    """``pip_args`` with a local ``--find-links``/``-f`` directory made absolute (the compile runs
+    in a temporary directory)."""
+    out, args = [], list(pip_args)
+    for i, arg in enumerate(args):
+        if i and args[i - 1] in ("-f", "--find-links") and "://" not in arg and os.path.exists(arg):
+            arg = os.path.abspath(arg)
+        out.append(arg)
+    return out
+
+
+def _uv_args(pip_args: Sequence[str]) -> List[str]:
+    """pip's index options in uv's words (``--trusted-host`` is ``--allow-insecure-host``)."""
+    return ["--allow-insecure-host" if arg == "--trusted-host" else arg for arg in pip_args]
+
+
+def uv_binary() -> str:
+    """The uv executable of the ``uv`` package (a dependency of bake-plan).
+
+    :raises UsageError: it is not installed.
+    """
+    try:
+        from uv import find_uv_bin
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError) as err:
+        raise UsageError(f"uv is not installed for bake-plan's Python ({err}); pip install uv") from None
+
+
 def _run_compile(spec: LockSpec, lines: Sequence[Line], pip_args: Sequence[str], python: str,
-                 explain: bool = True) -> str:
+                 explain: bool = True, target: Optional[Target] = None) -> str:
+    pip_args = _absolute_links(pip_args)
     with tempfile.TemporaryDirectory(prefix="bake-plan-lock-") as tmp:
         ins = _in_files(Path(tmp), lines)
-        argv = [python, "-m", "piptools", "compile", "-v", *COMPILE_OPTIONS, *pip_args,
-                "--output-file", "requirements.txt", *ins]
+        if target is None:
+            program = python
+            argv = [python, "-m", "piptools", "compile", "-v", *COMPILE_OPTIONS, *pip_args,
+                    "--output-file", "requirements.txt", *ins]
+        else:
+            program = uv_binary()
+            argv = [program, "pip", "compile", *UV_OPTIONS, "--python-version", target.python,
+                    "--python-platform", target.platform, *_uv_args(pip_args),
+                    "--output-file", "requirements.txt", *ins]
         try:
             proc = subprocess.run(argv, cwd=tmp, capture_output=True, text=True, stdin=subprocess.DEVNULL)
         except OSError as err:
-            raise UsageError(f"cannot run {python}: {err.strerror or err}") from None
+            raise UsageError(f"cannot run {program}: {err.strerror or err}") from None
         if proc.returncode != 0:
             if not explain:
-                raise LockError("pip-compile failed")
-            raise _failure(spec, lines, proc.stdout + "\n" + proc.stderr, pip_args, python)
+                raise LockError("the compile failed")
+            output = proc.stdout + "\n" + proc.stderr
+            if target is not None:
+                raise _uv_failure(spec, lines, output, pip_args, target)
+            raise _failure(spec, lines, output, pip_args, python)
         return (Path(tmp) / "requirements.txt").read_text(encoding="utf-8")
 
 
 _USER_REQUESTED = re.compile(r"\s*The user requested (?:\(constraint\) )?(?P<req>.+?)\s*$")
 _DEPENDS_ON = re.compile(r"\s*(?P<name>\S+) (?P<version>\S+) depends on (?P<req>.+?)\s*$")
 _NOT_FOUND = re.compile(r"No matching distribution found for (?P<req>.+?)\s*$")
+_NO_VERSION = re.compile(r"Could not find a version that satisfies the requirement (?P<req>\S+)"
+                         r"(?: \(from (?P<parent>[^)]+)\))?(?: \(from versions: (?P<versions>[^)]*)\))?")
+# uv's explanation of a failed resolution ("Because there is no version of lingvo==0.12.7 and
+# paxml==1.4.0 depends on lingvo==0.12.7, …").
+_UV_DEPENDS = re.compile(r"(?:all versions of |all of |only )?(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)"
+                         r"(?:(?:==|>=|<=|<|>|!=|~=)(?P<version>[^\s,]+))? depends? on (?P<req>[^\s,]+)")
+_UV_MISSING = (re.compile(r"there is no version of (?P<req>[^\s,]+)"),
+               re.compile(r"(?P<req>[A-Za-z0-9][A-Za-z0-9._-]*) was not found in the (?:package registry|provided package locations)"))
+_NAME_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def python_version_of(python: str) -> str:
+    """``python``'s version, or ``python`` itself when it cannot be asked (for messages only)."""
+    try:
+        proc = subprocess.run([python, "-c", "import platform; print(platform.python_version())"],
+                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        return proc.stdout.strip() or python
+    except (OSError, subprocess.SubprocessError):
+        return python
+
+
+def _askers(lines: Sequence[Line], project: str) -> str:
+    """``stage 'pax' (plugin 'p')`` for each stage whose lines ask for ``project``, else "a dependency"."""
+    who = _asking(lines, project)
+    return "; ".join(dict.fromkeys(line.who() for line in who)) or "a dependency"
+
+
+def _versions(project: str, pip_args: Sequence[str]) -> str:
+    """The versions of ``project`` the index options see (``pip index versions``), or ``""``."""
+    argv = [sys.executable, "-m", "pip", "index", "versions", reqs.project_name(project) or project, *pip_args]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    found = re.search(r"Available versions: (.+)", proc.stdout)
+    return found.group(1).strip() if found else ("none" if proc.returncode else "")
+
+
+def _uv_failure(spec: LockSpec, lines: Sequence[Line], output: str, pip_args, target: Target) -> LockError:
+    """uv's words, with the stages named: a missing version as a chain (``lingvo==0.12.7 <- paxml
+    1.4.0 <- stage 'pax' (plugin 'p')``) with the versions that exist; a conflict with the stages
+    that ask for or bring in each package uv names."""
+    rows = [row.strip() for row in output.splitlines() if row.strip()]
+    said = " ".join(re.sub(r"^(?:cause:|error:|[×╰─▶ ]+)\s*", "", row) for row in rows
+                    if not row.startswith(("warning:", "Resolved ")))
+    depends = {}
+    for m in _UV_DEPENDS.finditer(said):
+        depends.setdefault(reqs.canonical_name(reqs.project_name(m.group("req")) or m.group("req")),
+                           (m.group("name"), m.group("version")))
+    where = f"locking {spec.describe()} for {target.describe()}"
+    missing = [m.group("req") for pattern in _UV_MISSING for m in pattern.finditer(said)]
+    if missing:
+        requirement = missing[0]
+        chain, project, seen = [requirement], reqs.project_name(requirement) or requirement, set()
+        while not _asking(lines, project) and reqs.canonical_name(project) in depends and project not in seen:
+            seen.add(project)
+            name, version = depends[reqs.canonical_name(project)]
+            if version is None:
+                known = _versions(name, pip_args)
+                version = known if known and "," not in known and known != "none" else None
+            chain.append(f"{name} {version}" if version else name)
+            project = name
+        chain.append(_askers(lines, project))
+        versions = _versions(requirement, pip_args)
+        exist = f"; versions that exist: {versions}" if versions else ""
+        return LockError(f"no distribution found for {requirement} ({' <- '.join(chain)}){exist}, {where}",
+                         [f"uv: {said}"])
+    if "unsatisfiable" in said or "No solution found" in output:
+        tokens = {reqs.canonical_name(t) for t in _NAME_TOKEN.findall(said)}
+        details, stages, cache = [], [], {}
+        for line in lines:
+            project = line.host and reqs.project_name(line.host)
+            if project and reqs.canonical_name(project) in tokens:
+                details.append(f"{line.who()} asks for {project}: {line.text}")
+                stages.append(line.stage)
+        asked = {reqs.canonical_name(reqs.project_name(line.host) or "") for line in lines if line.host}
+        for name, _ in depends.values():
+            if reqs.canonical_name(name) in asked:
+                continue
+            for line in _pulling(spec, lines, name, pip_args, "", cache, target=target):
+                details.append(f"{line.who()} brings {name} in through its requirements")
+                stages.append(line.stage)
+        details.append(f"uv: {said}")
+        order = [line.stage for line in spec.lines]
+        named = sorted(set(stages), key=order.index)
+        if len(named) == 1:
+            between = f"within stage '{named[0]}'"
+        elif named:
+            between = "between stages " + ", ".join(f"'{s}'" for s in named[:-1]) + f" and '{named[-1]}'"
+        else:
+            between = "between the chain's stages"
+        return LockConflict(f"conflicting requirements for {spec.describe()} (for {target.describe()}), {between}:",
+                            details)
+    errors = [row for row in rows if row.startswith(("error:", "cause:"))]
+    reason = " ".join(errors) if errors else (rows[-1] if rows else "no output")
+    return LockError(f"uv pip compile failed, {where}: {reason}")
 
 
 def conflict_causes(output: str) -> List[Tuple[str, Optional[Tuple[str, str]]]]:
@@ -296,7 +542,8 @@ def _asking(lines: Sequence[Line], requirement: str) -> List[Line]:
     return [line for line in lines if line.host and name and reqs.project_name(line.host) == name]
 
 
-def _pulling(spec: LockSpec, lines: Sequence[Line], project: str, pip_args, python, cache) -> List[Line]:
+def _pulling(spec: LockSpec, lines: Sequence[Line], project: str, pip_args, python, cache,
+             target: Optional[Target] = None) -> List[Line]:
     """The stages through which ``project`` comes in as a dependency (one line of each): each
     stage's lines are compiled alone, and a stage whose result has ``project`` brings it."""
     wanted = reqs.canonical_name(project)
@@ -305,7 +552,7 @@ def _pulling(spec: LockSpec, lines: Sequence[Line], project: str, pip_args, pyth
         if stage not in cache:
             own = [line for line in lines if line.stage == stage]
             try:
-                cache[stage] = _run_compile(spec, own, pip_args, python, explain=False)
+                cache[stage] = _run_compile(spec, own, pip_args, python, explain=False, target=target)
             except (LockError, UsageError):
                 cache[stage] = ""
         names = {reqs.project_name(row) for row in cache[stage].splitlines() if row and not row[0].isspace()}
@@ -347,8 +594,17 @@ def _failure(spec: LockSpec, lines: Sequence[Line], output: str, pip_args, pytho
     if missing:
         requirement = missing[-1]
         who = _asking(lines, requirement)
-        where = "; ".join(f"{line.who()} asks for it: {line.text}" for line in who) or "a dependency needs it"
-        return LockError(f"no distribution found for {requirement} ({where}), locking {spec.describe()}")
+        where = "; ".join(f"{line.who()} asks for it: {line.text}" for line in who)
+        found = [m for m in map(_NO_VERSION.search, output.splitlines()) if m]
+        found = [m for m in found if reqs.same_requirement(m.group("req"), requirement)] or found
+        versions = found[-1].group("versions") if found else None
+        if not where and found and found[-1].group("parent"):
+            parent = found[-1].group("parent")
+            where = f"{requirement} <- {parent} <- " + _askers(lines, parent)
+        where = where or "a dependency needs it"
+        exist = f"; versions that exist: {versions}" if versions else ""
+        return LockError(f"no distribution found for {requirement} ({where}){exist}, locking {spec.describe()} "
+                         f"for Python {python_version_of(python)}")
     errors = [line.strip() for line in output.splitlines() if line.strip().startswith("ERROR:")]
     last = [line.strip() for line in output.splitlines() if line.strip()]
     reason = errors[-1] if errors else (last[-1] if last else "no output")

@@ -171,20 +171,26 @@ def canonical_name(name: str) -> str:
     return _canonical(name)
 
 
-def marker_environment(platform: str) -> Dict[str, str]:
+def marker_environment(platform: str, python: Optional[str] = None) -> Dict[str, str]:
     """The PEP 508 marker environment of the running interpreter, moved to ``platform``
     (``linux/arm64``: ``platform_machine`` ``aarch64``, ``sys_platform`` ``linux``). Python
-    version markers keep the host interpreter's values: the lock is compiled by it."""
+    version markers keep the host interpreter's values (the lock is compiled by it), unless
+    ``python`` (``"3.9"``) names the image's Python the lock is resolved for."""
     from packaging.markers import default_environment
 
     env = dict(default_environment())
     env.update(platform_machine=PLATFORM_MACHINE.get(platform, env["platform_machine"]),
                sys_platform="linux", platform_system="Linux", os_name="posix")
+    if python:
+        env.update(python_version=python, python_full_version=python + ".0")
     return env
 
 
-def for_platform(line: str, platform: str) -> Optional[str]:
+def for_platform(line: str, platform: str, python: Optional[str] = None) -> Optional[str]:
     """The line as the host's pip-compile should see it for an image on ``platform``.
+
+    With ``python`` (the image's Python, which the resolver evaluates markers for), Python version
+    markers are evaluated for it on both sides.
 
     A line without a marker, or whose marker gives the same answer on the host and on
     ``platform``, comes back unchanged (pip-compile evaluates it the same way). A marker that
@@ -196,8 +202,11 @@ def for_platform(line: str, platform: str) -> Optional[str]:
         return line
     from packaging.markers import default_environment
 
-    on_platform = req.marker.evaluate(marker_environment(platform))
-    on_host = req.marker.evaluate(dict(default_environment()))
+    on_platform = req.marker.evaluate(marker_environment(platform, python))
+    host = dict(default_environment())
+    if python:
+        host.update(python_version=python, python_full_version=python + ".0")
+    on_host = req.marker.evaluate(host)
     if not on_platform:
         return None
     if on_host:

@@ -411,6 +411,8 @@ def _target(stage: Stage, tname: str, flavor: str, platforms: List[str], ctx: _C
     # buildx passes an ambient SOURCE_DATE_EPOCH to every build as an arg unless the plan sets
     # one, so the plan sets it: the same plan resolves the same under any environment.
     args.setdefault("SOURCE_DATE_EPOCH", str(source_date_epoch(options.date)))
+    if "pip-lock" in contexts and flavor == FLAVOR_FINAL:
+        args["BAKE_PIP_LOCKED"] = "1"  # bake-pip-finalize fails when the lock is not mounted
     target["args"] = args
 
     labels = {

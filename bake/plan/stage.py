@@ -74,6 +74,10 @@ class Stage:
         absolute path → host absolute path, for lines that name a path in the image
         (``{"/opt/delta": "/src/delta"}`` resolves ``-e file:///opt/delta`` from ``/src/delta``;
         a directory key covers everything under it). The lock names the in-image paths again.
+    :param python: the image's Python version, ``"3.10"`` (major.minor); ``None``: the parent's.
+        ``bake-plan lock`` resolves the chain for the requested stage's Python (and each arch's
+        platform) without needing that interpreter on the host; the lock records it, and the final
+        stage refuses a lock made for another Python.
     :param uses: named context → stage name, for stages whose output this one copies
         (``{"te": "te"}``: jax ships the Transformer Engine wheel). Becomes ``target:<that>``.
     :param contexts: extra named contexts: name → absolute directory or URL.
@@ -108,6 +112,7 @@ class Stage:
     uses: Mapping[str, str] = field(default_factory=dict)
     contexts: Mapping[str, str] = field(default_factory=dict)
     host_paths: Mapping[str, str] = field(default_factory=dict)
+    python: Optional[str] = None
     variant: Optional[str] = None
     cache_scope: Optional[str] = None
     variants: Mapping[str, Tuple[str, ...]] = field(default_factory=dict)

@@ -26,6 +26,7 @@ _STAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 _ARG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _SOURCE_NAME = re.compile(r"[A-Z][A-Z0-9_]*\Z")
 _COMMIT = re.compile(r"[0-9a-fA-F]{40}\Z")
+_PYTHON = re.compile(r"3\.[0-9]{1,2}\Z")
 _CONTEXT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./:-]*\Z")
 # Named-context values buildx takes as they are, rather than as a local directory.
 _CONTEXT_SCHEMES = ("target:", "docker-image://", "oci-layout://", "https://", "http://", "git@", "ssh://")
@@ -153,6 +154,8 @@ def validate(stage: object, plugin: str, checked_contexts: Optional[Set[Tuple[st
             raise fail("host_paths", f"{image_path!r} must be an absolute path in the image")
         if not Path(host_path).is_absolute():
             raise fail("host_paths", f"{image_path!r}: {host_path!r} must be an absolute path on the host")
+    if stage.python is not None and (not isinstance(stage.python, str) or not _PYTHON.match(stage.python)):
+        raise fail("python", f"{stage.python!r} is not a Python version such as '3.10' (major.minor)")
     sources = _check_seq(stage, "sources", fail, Source)
     seen = set()
     for src in sources:

@@ -30,7 +30,8 @@
 # BAKE_PIP_TOOLS (pip-tools venv, default /opt/pip-tools), BAKE_PYTHON (interpreter
 # to sync, default /opt/venv/bin/python, else python3 on PATH), BAKE_PIP_LOCK_DIR
 # (default /opt/pip-lock), BAKE_ARCH (the arch of requirements-<arch>.lock, default
-# from uname -m: x86_64 -> amd64, aarch64 -> arm64).
+# from uname -m: x86_64 -> amd64, aarch64 -> arm64). BAKE_PIP_LOCKED=1 (a build arg a --locked
+# plan sets on final targets): fail unless a pre-made lock is there.
 set -euo pipefail
 
 pip_tools_d="${BAKE_PIP_TOOLS_D:-/opt/pip-tools.d}"
@@ -48,6 +49,44 @@ else
 fi
 if [ -z "$target_python" ] || [ ! -x "$target_python" ]; then
   die "no Python interpreter to install into (set BAKE_PYTHON)"
+fi
+
+lock="${pip_tools_d}/requirements.lock"
+# The final stages mount an optional named context "pip-lock" here; keep a copy of
+# its lock next to the .in files so the image records what it was synced to. A lock
+# that differs by arch comes as requirements-<arch>.lock, one per arch.
+pip_lock_dir="${BAKE_PIP_LOCK_DIR:-/opt/pip-lock}"
+arch="${BAKE_ARCH:-}"
+if [ -z "$arch" ]; then
+  case "$(uname -m)" in
+    x86_64) arch=amd64 ;;
+    aarch64 | arm64) arch=arm64 ;;
+    armv7l) arch=armv7 ;;
+    armv6l) arch=armv6 ;;
+    i386 | i686) arch=386 ;;
+    *) arch="$(uname -m)" ;;
+  esac
+fi
+premade=""
+if [ -f "${pip_lock_dir}/requirements-${arch}.lock" ]; then
+  premade="${pip_lock_dir}/requirements-${arch}.lock"
+elif [ -f "${pip_lock_dir}/requirements.lock" ]; then
+  premade="${pip_lock_dir}/requirements.lock"
+elif [ -n "$(find "$pip_lock_dir" -maxdepth 1 -name 'requirements-*.lock' 2>/dev/null)" ]; then
+  die "${pip_lock_dir} has per-arch locks but none for ${arch}"
+fi
+# First things first: a --locked build (BAKE_PIP_LOCKED=1, set by bake-plan) must have its
+# lock mounted, and a lock made for another Python than this image's is refused.
+if [ "${BAKE_PIP_LOCKED:-}" = 1 ] && [ -z "$premade" ] && [ ! -f "$lock" ]; then
+  die "a --locked build (BAKE_PIP_LOCKED=1) but no lock in ${pip_lock_dir}: the final stage must mount the pip-lock context (RUN --mount=type=bind,from=pip-lock,target=${pip_lock_dir} bake-pip-finalize)"
+fi
+lock_python="$(sed -n 's/^# bake-plan python: //p' "${premade:-/dev/null}" 2>/dev/null | head -n 1)"
+if [ -n "$lock_python" ]; then
+  image_python="$("$target_python" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true)"
+  [ -n "$image_python" ] || die "cannot tell the Python version of ${target_python} to check the lock ${premade} (made for Python ${lock_python})"
+  if [ "$(echo "$lock_python" | cut -d. -f1,2)" != "$image_python" ]; then
+    die "the lock ${premade} was made for Python ${lock_python}, this image has Python ${image_python}: declare python = \"${image_python}\" on the stage and run bake-plan lock again"
+  fi
 fi
 
 # How to run pip-tools.
@@ -162,30 +201,6 @@ sys.exit(1 if problems else 0)
 PY
 }
 
-lock="${pip_tools_d}/requirements.lock"
-# The final stages mount an optional named context "pip-lock" here; keep a copy of
-# its lock next to the .in files so the image records what it was synced to. A lock
-# that differs by arch comes as requirements-<arch>.lock, one per arch.
-pip_lock_dir="${BAKE_PIP_LOCK_DIR:-/opt/pip-lock}"
-arch="${BAKE_ARCH:-}"
-if [ -z "$arch" ]; then
-  case "$(uname -m)" in
-    x86_64) arch=amd64 ;;
-    aarch64 | arm64) arch=arm64 ;;
-    armv7l) arch=armv7 ;;
-    armv6l) arch=armv6 ;;
-    i386 | i686) arch=386 ;;
-    *) arch="$(uname -m)" ;;
-  esac
-fi
-premade=""
-if [ -f "${pip_lock_dir}/requirements-${arch}.lock" ]; then
-  premade="${pip_lock_dir}/requirements-${arch}.lock"
-elif [ -f "${pip_lock_dir}/requirements.lock" ]; then
-  premade="${pip_lock_dir}/requirements.lock"
-elif [ -n "$(find "$pip_lock_dir" -maxdepth 1 -name 'requirements-*.lock' 2>/dev/null)" ]; then
-  die "${pip_lock_dir} has per-arch locks but none for ${arch}"
-fi
 if [ -n "$premade" ]; then
   mkdir -p "$pip_tools_d"
   cp "$premade" "$lock"
