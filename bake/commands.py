@@ -127,8 +127,12 @@ def lock(settings: Settings) -> int:
     from pathlib import Path
 
     from bake.pip.lock import compile_lock, lock_specs, python_version, write_locks
+    from bake.pip.sources import prepare_checkouts
 
     composition = compose(settings)
+    # git-clone sources' -e file:///opt/<src> lines resolve from host checkouts (host_paths).
+    for made in prepare_checkouts(composition.chain):
+        print(f"bake-plan: checked out {made}", file=sys.stderr)
     specs = [spec for name in composition.requested for spec in lock_specs(composition, name)]
     version = python_version(settings.python)
     results = []
