@@ -179,6 +179,7 @@ def test_bump_unknown_source_name(cli, repos, tmp_path):
     (("[one]", '[one]\npatches = ["file://p/missing.patch"]'), "[one]: patch 'file://p/missing.patch': no such file"),
     (("[one]", '[one]\npatches = ["pull/1/head", "pull/1/head"]'), "[one]: patches name 'pull/1/head' twice"),
     (("[one]", '[one]\nmirror_url = "has space"'), "[one]: mirror_url 'has space' must be"),
+    (("[one]", '[one]\nmirror_url = "https://me:s3cret@example.com/x.git"'), "[one]: mirror_url carries credentials"),
     (("[two]", "[two"), "not valid TOML"),
 ])
 def test_a_malformed_manifest_is_one_line(cli, repos, tmp_path, change, needle):

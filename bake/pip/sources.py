@@ -50,6 +50,7 @@ PLACEHOLDER = "0" * 40
 PATCH_DIR = "/opt/bake-patches"
 """Where a stage's Dockerfile mounts the ``patches`` named context for ``bake-fetch-source``."""
 _COMMIT = re.compile(r"[0-9a-f]{40}\Z")
+_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/@]*:[^/@]*@")
 _PATCH_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*\Z")
 _TABLE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*\Z")
 _override: Optional[Path] = None
@@ -169,6 +170,10 @@ def parse_manifest(text: str, where: str, base_dir: Optional[str] = None) -> Dic
             value = table[k]
             if not isinstance(value, str) or not value or any(c in value for c in "#\n\r \t"):
                 raise SourcesError(f"{here}: {k} {value!r} must be a non-empty string without '#' or spaces")
+        for k in ("url", "mirror_url"):
+            if k in table and _USERINFO.match(table[k]):
+                raise SourcesError(f"{here}: {k} carries credentials (user:password@); plans pass it as a build "
+                                   "arg, so leave them to git (a credential helper or an SSH key)")
         if not _COMMIT.match(table["commit"]):
             raise SourcesError(f"{here}: commit {table['commit']!r} is not a 40-hex commit (run `bake-plan bump {key}`)")
         if table["mode"] not in SOURCE_MODES:
