@@ -458,6 +458,18 @@ def test_fetch_source_applies_a_ref_then_a_file_patch_in_order(tmp_path, patched
     assert (tmp_path / "pip-tools.d" / "requirements-s.in").read_text().count("-e file://") == 2  # two dests
 
 
+def test_fetch_source_skips_a_pull_request_the_commit_already_has(tmp_path, patched):
+    lib, _, _ = patched
+    git(lib.path, "merge", "--quiet", "--no-edit", "refs/pull/1/head")
+    merged = git(lib.path, "rev-parse", "HEAD")
+    dest = tmp_path / "out"
+    proc = _fetch(tmp_path, "--urlref", f"{lib.url}#{merged}", "--dest", str(dest), "--stage", "s",
+                  "--patches", "pull/1/head")
+    assert proc.returncode == 0, proc.stderr
+    assert f"pull/1/head is already in {merged}" in proc.stdout
+    assert git(dest, "rev-parse", "HEAD") == merged
+
+
 def test_fetch_source_patches_in_the_wrong_order_fail_in_one_line(tmp_path, patched):
     lib, pinned, patches = patched
     proc = _fetch(tmp_path, "--urlref", f"{lib.url}#{pinned}", "--dest", str(tmp_path / "out"), "--stage", "s",

@@ -80,6 +80,11 @@ case "$mode" in
           gitc fetch --quiet origin "$patch" || die "patch '${patch}': ref not found in ${url}"
           base="$(gitc merge-base HEAD FETCH_HEAD)" \
             || die "patch '${patch}': no common history with ${ref} of ${url}"
+          if [ "$base" = "$(gitc rev-parse FETCH_HEAD)" ]; then
+            # Already in the commit (e.g. the pull request was merged): nothing to apply.
+            echo "bake-fetch-source: ${patch} is already in ${ref}"
+            continue
+          fi
           gitc diff --binary "$base" FETCH_HEAD | gitc apply --index --whitespace=nowarn \
             || die "patch '${patch}' does not apply on ${ref} of ${url}"
           ;;
