@@ -255,7 +255,8 @@ def test_the_shipped_manifest_has_real_commits_and_every_url_of_the_chain():
     manifest = parse_manifest(_shipped(), "sources.toml")
     assert {key: e.url for key, e in manifest.items()} == SHIPPED_URLS
     assert all(len(e.commit) == 40 and e.commit != ZERO for e in manifest.values())
-    assert "latest_verified_commit" in _shipped() or "JAX-Toolbox" in _shipped()  # says where they come from
+    # It says where they come from: JAX-Toolbox's manifest, at the version they were taken from.
+    assert "latest_verified_commit" in _shipped() and "00356a2241ee8e6214f71fa2a676954812f64335" in _shipped()
 
 
 def test_a_plan_of_the_shipped_manifest_passes_only_real_commits(cli, tmp_path):
