@@ -123,8 +123,12 @@ def lock(settings: Settings) -> int:
     """``bake-plan lock``: compile each requested stage's chain of requirement lines on the host
     and write the locks, all or none. :returns: 0; a conflict raises :class:`bake.errors.LockConflict`."""
     from bake.pip.lock import lock_specs, resolve, write_locks
+    from bake.pip.sources import prepare_checkouts
 
     composition = compose(settings)
+    # git-clone sources' -e file:///opt/<src> lines resolve from host checkouts (host_paths).
+    for made in prepare_checkouts(composition.chain):
+        print(f"bake-plan: checked out {made}", file=sys.stderr)
     specs = [spec for name in composition.requested for spec in lock_specs(composition, name)]
     results = []
     for spec in specs:

@@ -4,10 +4,13 @@ Transformer Engine wheels, their requirement lines) → final (pip-compile + pip
 Sources arrive as ``URLREF_<PKG>`` args (``<url>#<commit>`` from ``stages/sources.toml``) and
 land in ``SRC_PATH_<PKG>`` (JAX-Toolbox layout: ``/opt/jax``, ``/opt/xla``, ``/opt/flax``). The builder's Bazel remote-cache silo is the
 ``CACHE_SILO`` arg bake-plan passes to every build.
+
+The stage declares its requirement lines (jax editable from ``/opt/jax``, flax by its manifest
+mode), and for ``bake-plan lock`` the host checkouts the ``-e file:///opt/…`` lines resolve from.
 """
 
 from bake import Stage, hookimpl
-from bake.pip.sources import source
+from bake.pip.sources import host_paths, patch_contexts, requirement, source
 from bake.resources import stage_dir
 
 
@@ -21,10 +24,16 @@ def bake_plan_stages():
             parent="base",
             uses={"te": "te"},
             sources=(
-                source("jax", path="/opt/jax"),
-                source("xla", path="/opt/xla"),
+                source("jax", path="/opt/jax", clone=True),
+                source("xla", path="/opt/xla", clone=True),
                 source("flax", path="/opt/flax"),
             ),
+            # jax from its checkout; flax by its mode. The jaxlib and TE wheels' lines are
+            # written at build time (their file names are known only then).
+            requirements=(requirement("jax", path="/opt/jax"), requirement("flax", path="/opt/flax")),
+            host_paths=host_paths(("jax", "/opt/jax"), ("flax", "/opt/flax")),
+            contexts=patch_contexts("jax", "xla", "flax"),
             args={"BAZEL_CACHE": ""},
         )
     ]
+

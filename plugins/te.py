@@ -7,7 +7,7 @@ meal kit image"). The commit comes from ``stages/sources.toml``.
 """
 
 from bake import Stage, hookimpl
-from bake.pip.sources import source
+from bake.pip.sources import patch_contexts, source
 from bake.resources import stage_dir
 
 
@@ -20,6 +20,7 @@ def bake_plan_stages():
             target="wheel",
             context=stage_dir("te"),
             parent="base",
-            sources=(source("transformer-engine", path="/opt/transformer-engine"),),
+            sources=(source("transformer-engine", path="/opt/transformer-engine", clone=True),),
+            contexts=patch_contexts("transformer-engine"),
         )
     ]

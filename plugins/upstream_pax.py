@@ -1,9 +1,10 @@
 """``upstream-pax``: paxml at ``/opt/paxml`` and praxis at ``/opt/praxis`` on the jax meal kit,
 for amd64 and arm64 (on arm64 the Dockerfile's extra builder stages make tensorflow-text and
-lingvo wheels, selected by ``TARGETARCH``). Both sources' commits come from ``stages/sources.toml``."""
+lingvo wheels, selected by ``TARGETARCH``). Both sources' commits come from ``stages/sources.toml``, as does fiddle's (praxis needs it; a
+``pip-vcs`` source: a ``fiddle @ git+…@<commit>`` line, no clone)."""
 
 from bake import Stage, hookimpl
-from bake.pip.sources import source
+from bake.pip.sources import host_paths, patch_contexts, requirement, source
 from bake.resources import stage_dir
 
 
@@ -19,6 +20,14 @@ def bake_plan_stages():
             sources=(
                 source("paxml", path="/opt/paxml"),
                 source("praxis", path="/opt/praxis"),
+                source("fiddle", path="/opt/fiddle"),
             ),
+            requirements=(
+                requirement("praxis", path="/opt/praxis"),
+                requirement("paxml", path="/opt/paxml"),
+                requirement("fiddle", path="/opt/fiddle"),
+            ),
+            host_paths=host_paths(("paxml", "/opt/paxml"), ("praxis", "/opt/praxis")),
+            contexts=patch_contexts("paxml", "praxis"),
         )
     ]

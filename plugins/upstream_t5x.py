@@ -1,7 +1,7 @@
 """``upstream-t5x``: T5X at ``/opt/t5x`` on the jax meal kit, at the commit ``stages/sources.toml`` pins."""
 
 from bake import Stage, hookimpl
-from bake.pip.sources import source
+from bake.pip.sources import host_paths, patch_contexts, requirement, source
 from bake.resources import stage_dir
 
 
@@ -14,5 +14,8 @@ def bake_plan_stages():
             context=stage_dir("upstream-t5x"),
             parent="jax",
             sources=(source("t5x", path="/opt/t5x"),),
+            requirements=(requirement("t5x", path="/opt/t5x"),),
+            host_paths=host_paths(("t5x", "/opt/t5x")),
+            contexts=patch_contexts("t5x"),
         )
     ]

@@ -128,13 +128,13 @@ def test_xla_ci_refuses_a_platform_it_does_not_support(platform):
 
 def test_every_builtin_source_is_pinned_to_the_manifest_commit():
     manifest = {entry.name: entry for entry in load_manifest().values()}
-    assert set(manifest) == {"JAX", "XLA", "FLAX", "TRANSFORMER_ENGINE", "T5X", "PAXML", "PRAXIS"}
+    assert set(manifest) == {"JAX", "XLA", "FLAX", "TRANSFORMER_ENGINE", "T5X", "PAXML", "PRAXIS", "FIDDLE"}
     seen = set()
     for target in plan_for("upstream-pax", "upstream-t5x")["target"].values():
         for arg, value in target["args"].items():
             if arg.startswith("URLREF_"):
                 entry = manifest[arg[len("URLREF_"):]]
                 assert value == f"{entry.url}#{entry.commit}", arg
-                assert len(entry.commit) == 40
+                assert len(entry.commit) == 40 and entry.commit != "0" * 40
                 seen.add(entry.name)
     assert seen == set(manifest)

@@ -200,16 +200,6 @@ def test_a_host_path_that_does_not_exist_is_one_line(lock_cli, tmp_path):
     assert not (tmp_path / "locks").exists()
 
 
-def test_builtin_stages_declare_no_lines_so_their_lock_is_empty(cli, tmp_path):
-    # Their sources and wheels are written into the .in files by the Dockerfiles at build time,
-    # which the host never sees: the lock says so, and a locked build checks it in the image.
-    proc = cli("lock", "--target", "upstream-pax", cwd=tmp_path, env=hermetic_pip_env())
-    assert proc.returncode == 0, proc.stderr
-    assert "declare no requirement lines" in proc.stderr
-    lock = (tmp_path / "locks" / "upstream-pax.txt").read_text()
-    assert all(line.startswith("# bake-plan ") for line in lock.splitlines())
-
-
 def test_a_requirement_no_index_has_names_its_stage(lock_cli, tmp_path):
     proc = lock_cli("lock", "--target", "lt-missing", cwd=tmp_path)
     assert proc.returncode == 1

@@ -53,6 +53,37 @@ def test_per_arch_plan_resolves_to_itself(buildx, cli, tmp_path, fmt):
 
 
 @pytest.mark.buildx
+@pytest.mark.parametrize("fmt", ["hcl", "json"])
+def test_a_plan_with_mirrors_patches_and_modes_resolves_to_itself(buildx, cli, tmp_path, fmt):
+    """A manifest with a mirror, a ref and a file patch (the ``patches`` context, ``PATCHES_*``)
+    and a pip-vcs source (``MODE_*``)."""
+    import os
+
+    from bake.pip.sources import use_manifest
+    from bake.resources import stages_dir
+
+    (tmp_path / "patches" / "praxis").mkdir(parents=True)
+    (tmp_path / "patches" / "praxis" / "fix.patch").write_text("")
+    manifest = tmp_path / "sources.toml"
+    text = (stages_dir() / "sources.toml").read_text()
+    text = text.replace("[praxis]\n", '[praxis]\nmirror_url = "https://example.com/mirror/praxis.git"\n'
+                                      'patches = ["pull/36/head", "file://patches/praxis/fix.patch"]\n')
+    head, _, rest = text.partition("[t5x]")
+    manifest.write_text(head + "[t5x]" + rest.replace('mode = "git-clone"', 'mode = "pip-vcs"', 1))
+    use_manifest(manifest)
+    try:
+        plan = make_plan(PlanOptions(targets=("upstream-pax", "upstream-t5x"),
+                                     date=datetime.date.fromisoformat(DATE))).plan
+    finally:
+        use_manifest(None)
+    assert plan["target"]["upstream-pax-mealkit"]["contexts"]["patches"] == str(tmp_path)
+    out = tmp_path / f"plan.{fmt}"
+    cli("--target", "upstream-pax", "--target", "upstream-t5x", "--date", DATE, "--format", fmt, "-o", str(out),
+        cwd=tmp_path, check=True, env=dict(os.environ, BAKE_PLAN_SOURCES=str(manifest)))
+    assert_resolves_to_plan(buildx.print_plan(out, cwd=tmp_path), plan)
+
+
+@pytest.mark.buildx
 def test_hcl_and_json_resolve_identically(buildx, cli, tmp_path):
     for fmt in ("hcl", "json"):
         cli("--target", "upstream-pax", "--target", "xla-ci", "--date", DATE, "--format", fmt,

@@ -13,6 +13,13 @@ The manifest is TOML, one table per source, read with tomllib (tomli before Pyth
     tracking_ref = "main"
     commit = "…40 hex…"
     mode = "git-clone"
+    mirror_url = "https://…"              # optional: builds fetch from here
+    patches = ["pull/12/head", "file://patches/te/fix.patch"]   # optional, in order
+
+A commit of all zeros is a placeholder ``bump`` may fill; a plan that uses it is refused. Plugins
+take a :class:`bake.Source` (:func:`source`), its requirement line (:func:`requirement`), the
+``patches`` named context (:func:`patch_contexts`) and the host checkout ``bake-plan lock`` makes
+for a ``-e file:///opt/<src>`` line (:func:`checkout_dir`, filled by :func:`prepare_checkouts`).
 
 Which file: :func:`use_manifest` (the CLI's ``--sources``), else ``$BAKE_PLAN_SOURCES``, else the
 shipped ``stages/sources.toml``. Bump rewrites only the ``commit = "…"`` lines it moves, so
@@ -37,7 +44,14 @@ MANIFEST_ENV = "BAKE_PLAN_SOURCES"
 """Environment variable naming the sources manifest to use instead of the shipped one."""
 
 KEYS = ("url", "tracking_ref", "commit", "mode")
+OPTIONAL_KEYS = ("mirror_url", "patches")
+PLACEHOLDER = "0" * 40
+"""A commit of all zeros: a placeholder that ``bump`` may fill, never one a plan may build."""
+PATCH_DIR = "/opt/bake-patches"
+"""Where a stage's Dockerfile mounts the ``patches`` named context for ``bake-fetch-source``."""
 _COMMIT = re.compile(r"[0-9a-f]{40}\Z")
+_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/@]*:[^/@]*@")
+_PATCH_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*\Z")
 _TABLE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*\Z")
 _override: Optional[Path] = None
 
@@ -51,6 +65,10 @@ class ManifestSource:
     :param tracking_ref: the branch or tag ``bump`` follows (``main``, ``refs/heads/main``, ``v1.2``).
     :param commit: the 40-hex commit plans pass.
     :param mode: ``git-clone`` or ``pip-vcs``.
+    :param mirror_url: where builds fetch from instead of ``url`` (``bump`` still follows ``url``).
+    :param patches: applied in order on the commit (``git-clone`` only): git refs fetched from the
+        source (``pull/12/head``) or ``file://<path>`` patch files relative to the manifest.
+    :param base_dir: the manifest's directory, which ``file://`` patches are relative to.
     """
 
     key: str
@@ -58,6 +76,14 @@ class ManifestSource:
     tracking_ref: str
     commit: str
     mode: str
+    mirror_url: Optional[str] = None
+    patches: Tuple[str, ...] = ()
+    base_dir: Optional[str] = None
+
+    @property
+    def fetch_url(self) -> str:
+        """The URL builds fetch from: ``mirror_url`` when set, else ``url``."""
+        return self.mirror_url or self.url
 
     @property
     def name(self) -> str:
@@ -88,10 +114,33 @@ def _toml():
     return tomllib
 
 
-def parse_manifest(text: str, where: str) -> Dict[str, ManifestSource]:
+def _check_patches(value, mode: str, here: str, base_dir: Optional[str]) -> Tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+        raise SourcesError(f"{here}: patches must be a list of strings (git refs or file://<path>)")
+    if value and mode != "git-clone":
+        raise SourcesError(f"{here}: patches need mode 'git-clone' (pip installs a {mode} source as it is)")
+    for patch in value:
+        if patch.startswith("file://"):
+            rel = patch[len("file://"):]
+            parts = rel.split("/")
+            if not rel or rel.startswith("/") or ".." in parts or not _PATCH_REF.match(rel):
+                raise SourcesError(f"{here}: patch {patch!r}: a patch file is file://<path relative to the "
+                                   "manifest> (letters, digits, '.', '_', '-', '/'; no '..')")
+            if base_dir is not None and not (Path(base_dir) / rel).is_file():
+                raise SourcesError(f"{here}: patch {patch!r}: no such file {Path(base_dir) / rel}")
+        elif not _PATCH_REF.match(patch) or ".." in patch or patch.endswith((".lock", "/")):
+            raise SourcesError(f"{here}: patch {patch!r} is neither a git ref (e.g. 'pull/12/head') nor file://<path>")
+    if len(set(value)) != len(value):
+        raise SourcesError(f"{here}: patches name {next(p for p in value if value.count(p) > 1)!r} twice")
+    return tuple(value)
+
+
+def parse_manifest(text: str, where: str, base_dir: Optional[str] = None) -> Dict[str, ManifestSource]:
     """Parse and check manifest text.
 
     :param where: the file name, for messages.
+    :param base_dir: the manifest's directory: ``file://`` patches must exist under it (``None``:
+        not checked).
     :returns: table name → :class:`ManifestSource`, in file order.
     :raises SourcesError: invalid TOML, a value that is not a table, a missing or unknown key, a
         commit that is not 40 lower-case hex digits, an unknown mode; one line naming file and table.
@@ -112,19 +161,27 @@ def parse_manifest(text: str, where: str) -> Dict[str, ManifestSource]:
         missing = [k for k in KEYS if k not in table]
         if missing:
             raise SourcesError(f"{here}: missing {', '.join(missing)}")
-        unknown = sorted(set(table) - set(KEYS))
+        unknown = sorted(set(table) - set(KEYS) - set(OPTIONAL_KEYS))
         if unknown:
-            raise SourcesError(f"{here}: unknown key {unknown[0]!r} (known: {', '.join(KEYS)})")
-        for k in KEYS:
+            raise SourcesError(f"{here}: unknown key {unknown[0]!r} (known: {', '.join(KEYS + OPTIONAL_KEYS)})")
+        for k in KEYS + ("mirror_url",):
+            if k not in table:
+                continue
             value = table[k]
             if not isinstance(value, str) or not value or any(c in value for c in "#\n\r \t"):
                 raise SourcesError(f"{here}: {k} {value!r} must be a non-empty string without '#' or spaces")
+        for k in ("url", "mirror_url"):
+            if k in table and _USERINFO.match(table[k]):
+                raise SourcesError(f"{here}: {k} carries credentials (user:password@); plans pass it as a build "
+                                   "arg, so leave them to git (a credential helper or an SSH key)")
         if not _COMMIT.match(table["commit"]):
             raise SourcesError(f"{here}: commit {table['commit']!r} is not a 40-hex commit (run `bake-plan bump {key}`)")
         if table["mode"] not in SOURCE_MODES:
             raise SourcesError(f"{here}: mode {table['mode']!r} is not one of {', '.join(SOURCE_MODES)}")
+        patches = _check_patches(table.get("patches", []), table["mode"], here, base_dir)
         entry = ManifestSource(key=key, url=table["url"], tracking_ref=table["tracking_ref"],
-                               commit=table["commit"], mode=table["mode"])
+                               commit=table["commit"], mode=table["mode"], mirror_url=table.get("mirror_url"),
+                               patches=patches, base_dir=base_dir)
         if entry.name in names:
             raise SourcesError(f"{here}: both [{names[entry.name]}] and [{key}] become URLREF_{entry.name}")
         names[entry.name] = key
@@ -145,7 +202,7 @@ def load_manifest(path: Optional[Union[str, Path]] = None) -> Dict[str, Manifest
         stat = file.stat()
         key = (str(file.resolve()), stat.st_mtime_ns, stat.st_size)
         if key not in _cache:
-            _cache[key] = parse_manifest(file.read_text(encoding="utf-8"), str(file))
+            _cache[key] = parse_manifest(file.read_text(encoding="utf-8"), str(file), str(file.resolve().parent))
     except OSError as err:
         raise SourcesError(f"cannot read the sources manifest {file}: {err.strerror or err}") from None
     return _cache[key]
@@ -164,17 +221,155 @@ def lookup(manifest: Dict[str, ManifestSource], name: str, where: str) -> Manife
     raise SourcesError(f"{where} has no source {name!r} (it has: {', '.join(manifest) or 'none'})")
 
 
-def source(name: str, path: Optional[str] = None) -> Source:
+def source(name: str, path: Optional[str] = None, clone: bool = False) -> Source:
     """A :class:`bake.Source` for a plugin, from the manifest in use: ``ref`` is the manifest's
-    commit, so plans pass ``URLREF_<NAME> = <url>#<commit>``.
+    commit, so plans pass ``URLREF_<NAME> = <url>#<commit>`` (``mirror_url`` when set), and the
+    source's ``mode`` and ``patches`` (``MODE_<NAME>``, ``PATCHES_<NAME>``).
 
     :param name: the manifest table (``jax``, ``transformer-engine``).
     :param path: where the source lands in the image (default ``/opt/<name>``).
-    :raises SourcesError: the manifest is unreadable or malformed, or has no such source.
+    :param clone: the stage needs a checkout (it builds from it): a ``pip-vcs`` mode is refused.
+    :raises SourcesError: the manifest is unreadable or malformed, has no such source, its
+        commit is the all-zeros placeholder, or ``clone`` and the mode is not ``git-clone``.
+    """
+    found = entry(name)
+    if clone and found.mode != "git-clone":
+        raise SourcesError(f"{manifest_path()}: [{found.key}]: mode {found.mode!r}: this stage builds from a "
+                           "checkout, so the source must be 'git-clone'")
+    return _source(found, path)
+
+
+def entry(name: str) -> ManifestSource:
+    """The manifest entry for ``name`` (a key or ``URLREF_`` name) in the manifest in use.
+
+    :raises SourcesError: the manifest is unreadable or malformed, has no such source, or its
+        commit is the all-zeros placeholder (one line naming the file and the source).
     """
     file = manifest_path()
-    entry = lookup(load_manifest(file), name, str(file))
-    return Source(entry.name, entry.url, entry.commit, path=path, mode=entry.mode)
+    found = lookup(load_manifest(file), name, str(file))
+    if found.commit == PLACEHOLDER:
+        raise SourcesError(f"{file}: [{found.key}]: commit is a placeholder (all zeros), not a commit that "
+                           f"exists: run `bake-plan bump {found.key}` or write the commit")
+    return found
+
+
+def _source(found: ManifestSource, path: Optional[str]) -> Source:
+    return Source(found.name, found.fetch_url, found.commit, path=path, mode=found.mode, patches=found.patches)
+
+
+def requirement(name: str, path: Optional[str] = None, package: Optional[str] = None) -> str:
+    """The pip requirement line of a source, by its mode, as ``bake-fetch-source`` writes it in the
+    image: ``-e file://<path>`` (``git-clone``) or ``<package> @ git+<url>@<commit>`` (``pip-vcs``;
+    ``package`` defaults to the repository name).
+
+    :raises SourcesError: as :func:`entry`.
+    """
+    src = _source(entry(name), path)
+    if src.mode == "git-clone":
+        return f"-e file://{src.src_path}"
+    pkg = package or src.url.rstrip("/").rsplit("/", 1)[-1]
+    pkg = pkg[:-4] if pkg.endswith(".git") else pkg
+    url = src.url if src.url.startswith("git+") else "git+" + src.url
+    return f"{pkg} @ {url}@{src.ref}"
+
+
+def patch_contexts(*names: str) -> Dict[str, str]:
+    """The named contexts a stage needs for its sources' patch files: ``{"patches": <the manifest's
+    directory>}`` when any of the named sources has a ``file://`` patch, else ``{}``. The
+    Dockerfile mounts it at :data:`PATCH_DIR` for ``bake-fetch-source``."""
+    for found in (entry(name) for name in names):
+        if any(p.startswith("file://") for p in found.patches) and found.base_dir:
+            return {"patches": found.base_dir}
+    return {}
+
+
+def checkout_dir(name: str) -> str:
+    """Where ``bake-plan lock`` checks a ``git-clone`` source out on the host (the commit, patches
+    applied): ``$BAKE_PLAN_CHECKOUTS`` or ``$XDG_CACHE_HOME/bake-plan/sources`` (default
+    ``~/.cache``), then ``<key>-<commit>[-<hash of the patches>]``. Plugins name it in ``host_paths``."""
+    found = entry(name)
+    root = os.environ.get(CHECKOUTS_ENV) or str(
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bake-plan" / "sources")
+    leaf = f"{found.key}-{found.commit}"
+    if found.patches:
+        import hashlib
+        leaf += "-" + hashlib.sha256("\n".join(found.patches).encode()).hexdigest()[:12]
+    return str(Path(root).absolute() / leaf)
+
+
+def host_paths(*pairs: Tuple[str, str]) -> Dict[str, str]:
+    """``Stage.host_paths`` for the ``git-clone`` sources among ``(name, in-image path)`` pairs:
+    each path → its :func:`checkout_dir`, which ``bake-plan lock`` fills before compiling."""
+    return {path: checkout_dir(name) for name, path in pairs if entry(name).mode == "git-clone"}
+
+
+CHECKOUTS_ENV = "BAKE_PLAN_CHECKOUTS"
+"""Environment variable naming the directory ``bake-plan lock`` checks git-clone sources out in."""
+
+
+def fetch_script() -> Path:
+    """The shipped ``bake-fetch-source`` script (``stages/scripts/fetch-source.sh``)."""
+    return stages_dir() / "scripts" / "fetch-source.sh"
+
+
+def checkout(src: Source, dest: str, patch_dir: Optional[str] = None, timeout: float = 1800) -> None:
+    """Check ``src`` out at ``dest`` on the host with the image's own ``bake-fetch-source`` (clone
+    at the commit, patches applied in order), into a temporary sibling renamed into place, so a
+    failed fetch leaves nothing. An existing ``dest`` is kept as it is.
+
+    :raises SourcesError: git or the script fails (its last line).
+    """
+    import shutil
+    import tempfile
+
+    target = Path(dest)
+    if target.is_dir():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        cmd = ["bash", str(fetch_script()), "--urlref", src.urlref, "--dest", str(work / "src"),
+               "--stage", "host", "--mode", "git-clone"]
+        if src.patches:
+            cmd += ["--patches", " ".join(src.patches)]
+        env = dict(os.environ, GIT_TERMINAL_PROMPT="0", BAKE_PIP_TOOLS_D=str(work / "pip-tools.d"))
+        if patch_dir:
+            env["BAKE_PATCH_DIR"] = patch_dir
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
+                                  stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise SourcesError(f"fetching {src.urlref} timed out after {timeout:.0f} s") from None
+        if proc.returncode != 0:
+            lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
+            raise SourcesError(f"cannot check out {src.urlref}: {lines[-1] if lines else f'exit {proc.returncode}'}")
+        (work / "src").rename(target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def prepare_checkouts(stages) -> List[str]:
+    """Check out, on the host, every ``git-clone`` source of ``stages`` whose in-image path a
+    stage maps to a host path in ``host_paths`` that does not exist yet (``bake-plan lock`` runs
+    this before compiling, so ``-e file:///opt/<src>`` lines resolve). ``file://`` patches are
+    read from the manifest's directory.
+
+    :returns: the host directories it made.
+    :raises SourcesError: a checkout fails (nothing half-made is left).
+    """
+    made = []
+    for stage in stages:
+        for src in stage.sources:
+            host = stage.host_paths.get(src.src_path)
+            if src.mode != "git-clone" or not host or Path(host).exists():
+                continue
+            try:
+                checkout(src, host, patch_dir=str(manifest_path().resolve().parent))
+            except SourcesError as err:
+                raise SourcesError(f"stage '{stage.name}': source {src.name}: the lock needs a host checkout "
+                                   f"of its -e file://{src.src_path} line: {err}") from None
+            made.append(host)
+    return made
 
 
 # ---- bump -----------------------------------------------------------------------------------
@@ -299,7 +494,7 @@ def bump(names: Sequence[str] = (), path: Optional[Union[str, Path]] = None,
         text = file.read_text(encoding="utf-8")
     except OSError as err:
         raise SourcesError(f"cannot read the sources manifest {file}: {err.strerror or err}") from None
-    manifest = parse_manifest(text, where)
+    manifest = parse_manifest(text, where, str(file.resolve().parent))
     selected = [lookup(manifest, name, where) for name in names] if names else list(manifest.values())
     selected = [manifest[key] for key in manifest if any(s.key == key for s in selected)]
     results = []

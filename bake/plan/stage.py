@@ -26,7 +26,11 @@ class Source:
     :param ref: branch, tag or commit.
     :param path: where the source lands in the image; default ``/opt/<name lower-cased>``.
     :param mode: ``git-clone`` (cloned, installed editable) or ``pip-vcs`` (a ``git+`` line; its
-        ``ref`` must then be a 40-hex commit, as pip-finalize refuses unpinned ``git+`` lines).
+        ``ref`` must then be a 40-hex commit, as pip-finalize refuses unpinned ``git+`` lines);
+        passed as ``MODE_<name>``.
+    :param patches: applied in order on ``ref`` by ``bake-fetch-source`` (``git-clone`` only): git
+        refs fetched from ``url`` (``pull/12/head``) or ``file://<path>`` files under the stage's
+        ``patches`` named context; passed as ``PATCHES_<name>`` (space-separated) when any.
 
     Built-in plugins take url and commit from the sources manifest (:func:`bake.pip.sources.source`).
     """
@@ -36,6 +40,7 @@ class Source:
     ref: str = "main"
     path: Optional[str] = None
     mode: str = "git-clone"
+    patches: Tuple[str, ...] = ()
 
     @property
     def urlref(self) -> str:
@@ -129,6 +134,9 @@ class Stage:
         for src in self.sources:
             out[f"URLREF_{src.name}"] = src.urlref
             out[f"SRC_PATH_{src.name}"] = src.src_path
+            out[f"MODE_{src.name}"] = src.mode
+            if src.patches:
+                out[f"PATCHES_{src.name}"] = " ".join(src.patches)
         if self.kind == "mealkit":
             out["REQUIREMENTS"] = "\n".join(self.requirements)
         out.update(self.args)

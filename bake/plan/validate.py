@@ -173,6 +173,12 @@ def validate(stage: object, plugin: str, checked_contexts: Optional[Set[Tuple[st
             raise sfail(f"path {src.path!r} must be an absolute path in the image")
         if src.mode not in SOURCE_MODES:
             raise sfail(f"mode {src.mode!r} is not one of {', '.join(SOURCE_MODES)}")
+        patches = src.patches
+        if not isinstance(patches, (tuple, list)) or not all(
+                isinstance(p, str) and p and not any(c.isspace() or c in "#'\"\\$`" for c in p) for p in patches):
+            raise sfail(f"patches {patches!r} must be a sequence of git refs or file://<path>, without spaces")
+        if patches and src.mode != "git-clone":
+            raise sfail(f"patches need mode 'git-clone' (pip installs a {src.mode} source as it is)")
         if src.mode == "pip-vcs" and not _COMMIT.match(src.ref):
             raise sfail(f"ref {src.ref!r}: a pip-vcs source installs 'git+{src.url}@<ref>', "
                         "which must be pinned to a 40-hex commit")

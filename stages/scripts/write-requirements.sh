@@ -31,5 +31,6 @@ while IFS= read -r line || [ -n "$line" ]; do
   line="${line#"${line%%[![:space:]]*}"}"
   line="${line%"${line##*[![:space:]]}"}"
   [ -n "$line" ] || continue
-  printf '%s\n' "$line" >>"$out"
+  # A line already recorded (e.g. by bake-fetch-source) is written once.
+  grep -qxF -- "$line" "$out" || printf '%s\n' "$line" >>"$out"
 done <<<"$lines"
