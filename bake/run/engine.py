@@ -187,19 +187,47 @@ def _last_line(err) -> str:
     return lines[-1].removeprefix("ERROR: ").strip() if lines else ""
 
 
-def image_exists(ref: str) -> bool:
+REGISTRY_TIMEOUT_S = 120.0
+"""How long one registry call (``imagetools inspect``/``create``) may take, in seconds: a registry
+that accepts connections but never answers would otherwise hang a nightly job forever."""
+
+_TIMED_OUT = 124  # coreutils timeout(1)'s exit status when the command ran out of time
+_NOT_FOUND = 127  # timeout(1): the command (docker) was not found
+
+
+def _registry_docker(timeout_s: float):
+    """A python-on-whales client whose every call is bounded by ``timeout_s`` seconds
+    (``timeout(1)`` in front of ``docker``: SIGTERM, then SIGKILL 5 s later)."""
+    from python_on_whales import DockerClient
+
+    return DockerClient(client_call=["timeout", "--kill-after=5", f"{timeout_s:g}", "docker"])
+
+
+def _registry_of(ref: str) -> str:
+    """The registry host of an image reference (``localhost:5555/x/y:t`` → ``localhost:5555``)."""
+    first = ref.split("/", 1)[0]
+    return first if "/" in ref and ("." in first or ":" in first or first == "localhost") else "docker.io"
+
+
+def image_exists(ref: str, timeout_s: float = REGISTRY_TIMEOUT_S) -> bool:
     """True when ``ref`` resolves in its registry (``docker buildx imagetools inspect``).
 
-    :raises RegistryError: the registry did not answer (not the same as "not found").
+    :param timeout_s: how long the registry may take to answer, in seconds.
+    :raises RegistryError: the registry did not answer, or not in time (not the same as "not found").
     :raises EngineError: the docker CLI is missing.
     """
-    from python_on_whales import DockerException, docker
+    from python_on_whales import DockerException
     from python_on_whales.client_config import ClientNotFoundError
 
     try:
-        docker.buildx.imagetools.inspect(ref)
+        _registry_docker(timeout_s).buildx.imagetools.inspect(ref)
         return True
     except DockerException as err:
+        if err.return_code == _NOT_FOUND:
+            raise EngineError("the docker CLI was not found") from None
+        if err.return_code == _TIMED_OUT:
+            raise RegistryError(f"cannot check {ref}: the registry {_registry_of(ref)} did not answer "
+                                f"within {timeout_s:g} s") from None
         last = _last_line(err)
         if last.endswith("not found") or "manifest unknown" in last or "name unknown" in last.lower():
             return False
@@ -208,18 +236,23 @@ def image_exists(ref: str) -> bool:
         raise EngineError(f"the docker CLI was not found: {err}") from None
 
 
-def create_manifest(tag: str, sources: Sequence[str]) -> None:
+def create_manifest(tag: str, sources: Sequence[str], timeout_s: float = REGISTRY_TIMEOUT_S) -> None:
     """``docker buildx imagetools create -t TAG SOURCES…``: a manifest list of the sources'
     platforms, pushed as ``tag``.
 
-    :raises RegistryError: the registry refused it or did not answer.
+    :param timeout_s: how long the registry may take, in seconds.
+    :raises RegistryError: the registry refused it or did not answer in time.
     """
-    from python_on_whales import DockerException, docker
+    from python_on_whales import DockerException
 
     try:
-        docker.buildx.imagetools.create(sources=list(sources), tags=[tag])
+        _registry_docker(timeout_s).buildx.imagetools.create(sources=list(sources), tags=[tag])
     except DockerException as err:
+        if err.return_code == _NOT_FOUND:
+            raise EngineError("the docker CLI was not found") from None
+        if err.return_code == _TIMED_OUT:
+            raise RegistryError(f"imagetools create {tag} failed: the registry {_registry_of(tag)} did not answer "
+                                f"within {timeout_s:g} s") from None
         raise RegistryError(f"imagetools create {tag} failed: {_last_line(err)}") from None
     except FileNotFoundError as err:
         raise EngineError(f"the docker CLI was not found: {err}") from None
-

@@ -1,0 +1,51 @@
+"""Every registry call is bounded in time: a registry that accepts connections but never answers
+is reported, naming it, instead of hanging a nightly job forever. The silent registry is a socket
+on loopback that accepts and then says nothing."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from bake.errors import RunError
+from bake.run import engine as run_engine
+
+pytestmark = pytest.mark.engine
+
+
+@pytest.fixture
+def silent_registry():
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    held, stop = [], threading.Event()
+
+    def accept():
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])  # keep it open, answer nothing
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"localhost:{server.getsockname()[1]}"
+    stop.set()
+    thread.join(5)
+    for conn in held:
+        conn.close()
+    server.close()
+
+
+def test_a_registry_that_never_answers_is_named_not_waited_for(engine, silent_registry):
+    ref = f"{silent_registry}/team/app:latest-amd64"
+    started = time.monotonic()
+    with pytest.raises(RunError, match=rf"the registry {silent_registry} did not answer within 3 s"):
+        run_engine.image_exists(ref, timeout_s=3)
+    with pytest.raises(RunError, match=rf"the registry {silent_registry} did not answer within 3 s"):
+        run_engine.create_manifest(f"{silent_registry}/team/app:latest", [ref], timeout_s=3)
+    assert time.monotonic() - started < 30
