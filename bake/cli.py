@@ -141,6 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
     build = sub.add_parser("build", parents=[common],
                            help="write the plan, run docker buildx bake on it, and write a sitrep")
     build.add_argument("--push", action="store_true", help="push every image of the plan")
+    build.add_argument("--pull", action=argparse.BooleanOptionalAction, default=None,
+                       help="fetch every base image anew instead of using the engine's copy "
+                            "(default: on with --push; config key pull)")
     build.add_argument("--load", action="store_true", help="load the images into the engine's image store")
     build.add_argument("--builder", help="buildx builder instance to use")
     build.add_argument("--metadata-file", help="where buildx writes per-target digests "

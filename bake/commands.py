@@ -77,7 +77,7 @@ def build(settings: Settings) -> int:
     reports = Reports.from_environment(settings.sitrep_dir, metadata_file)
     reports.prepare(Path(settings.output or DEFAULT_FILES[settings.format]))
     plan_file = write_plan(settings, composition, sys.stdout)
-    sitrep = run_build(composition, Path(plan_file), reports, push=settings.push, load=settings.load,
+    sitrep = run_build(composition, Path(plan_file), reports, push=settings.push, pull=settings.pull, load=settings.load,
                        builder=settings.builder)
     print(f"bake-plan: {sitrep['summary']}", file=sys.stdout if sitrep["outcome"] == "pass" else sys.stderr)
     if sitrep.get("interrupted"):

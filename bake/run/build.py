@@ -147,6 +147,7 @@ def run_build(
     push: bool = False,
     load: bool = False,
     builder: Optional[str] = None,
+    pull: bool = False,
 ) -> dict:
     """Build the plan's ``default`` group (every target of the chain, so meal kits are tagged and
     pushed too) and write ``sitrep.json``, ``badge.json`` and ``sitrep.md`` in ``sitrep_dir``; the
@@ -166,7 +167,7 @@ def run_build(
         raise engine.EngineError(f"cannot reach a Docker engine at {host} (is dockerd running? is DOCKER_HOST right?)")
     reports.drop_stale_metadata()
     built = composition.plan["group"][DEFAULT_GROUP]["targets"]
-    run = engine.bake(plan_file, [DEFAULT_GROUP], reports.metadata_file, push=push, load=load, builder=builder,
+    run = engine.bake(plan_file, [DEFAULT_GROUP], reports.metadata_file, push=push, pull=pull, load=load, builder=builder,
                       extra_files=composition.bake_files, sole_target=built[0] if len(built) == 1 else None,
                       plan=composition.plan)
     label = f"{', '.join(composition.requested)} build"

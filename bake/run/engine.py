@@ -63,10 +63,12 @@ def bake(
     extra_files: Sequence[str] = (),
     sole_target: Optional[str] = None,
     plan: Optional[dict] = None,
+    pull: bool = False,
 ) -> BakeRun:
     """Run ``docker buildx bake -f PLAN [-f EXTRA…] --progress rawjson --metadata-file F TARGETS``,
     read its progress (:class:`bake.run.progress.ProgressReader`) and show it to ``echo`` as
-    readable lines, one at a time with the newline. ``extra_files`` are read after the plan
+    readable lines, one at a time with the newline. ``pull`` fetches every base image anew
+    (``--pull``) instead of using the engine's copy. ``extra_files`` are read after the plan
     (docker/metadata-action's bake files); ``sole_target`` names the one target of a one-target
     plan, which buildx's progress leaves unnamed; ``plan`` (the plan's JSON shape) tells which
     target a step shared by several targets belongs to (without it: the target BuildKit named).
@@ -88,7 +90,7 @@ def bake(
     interrupted = False
     try:
         lines = docker.buildx.bake(
-            targets=list(targets), files=[str(plan_file), *map(str, extra_files)], push=push, load=load,
+            targets=list(targets), files=[str(plan_file), *map(str, extra_files)], push=push, pull=pull, load=load,
             builder=builder, metadata_file=str(metadata_file), progress="rawjson", stream_logs=True,
             # buildx 0.17+ asks before reading contexts outside the working directory, and every
             # context of a bake-plan plan is (stages/, plugin packages). python-on-whales has no

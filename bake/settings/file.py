@@ -21,6 +21,7 @@ Keys (``bake-plan config`` prints them merged)::
     base-images = { "python:3.11" = "mirror.example/python:3.11" }   # --base-image
     cache-from-branch = "main"                 # --cache-from-branch
     metadata-targets = ["upstream-pax"]        # --metadata-targets
+    pull = true     # build --pull / --no-pull: fetch every base image anew (default: with --push)
 
     [plugins]                                  # entry-point names
     disable = ["xla-ci"]                       # blocked before loading
@@ -79,6 +80,7 @@ SCHEMA: Dict[str, Any] = {
     "targets": "strs",
     "base-images": "table",
     "cache-from-branch": "value",
+    "pull": "bool",
     "metadata-targets": "strs",
     "plugins": {"enable": "strs", "disable": "strs"},
     "stages": ("each", _STAGE),
@@ -278,6 +280,9 @@ def _check(config: FileConfig, data: Any, schema: Any, keys: Tuple[str, ...]) ->
             _check(config, value, schema[1], keys + (name,))
     elif schema == "str":
         string(data, "")
+    elif schema == "bool":
+        if not isinstance(data, bool):
+            raise fail(f"expected true or false, got {_type(data)}")
     elif schema == "value":  # a string whose content its parser checks, as for the flag
         if not isinstance(data, str):
             raise fail(_not_a_string(data))

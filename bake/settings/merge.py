@@ -34,12 +34,14 @@ FLAGS = {
     "base-images": "--base-image",
     "cache-from-branch": "--cache-from-branch",
     "metadata-targets": "--metadata-targets",
+    "pull": "--pull",
 }
 """Configuration keys a command-line flag can set too, and the flag."""
 
 _FLAG_VALUES = {  # configuration key → the command line's name for it (argparse's dest)
     "registry": "registry", "platforms": "platform", "date": "date", "targets": "target",
     "base-images": "base_image", "cache-from-branch": "cache_from_branch", "metadata-targets": "metadata_targets",
+    "pull": "pull",
 }
 
 DEFAULTS: Dict[str, Any] = {
@@ -50,6 +52,7 @@ DEFAULTS: Dict[str, Any] = {
     "base-images": {},
     "cache-from-branch": None,
     "metadata-targets": (),  # the requested stages' final targets
+    "pull": None,  # on with --push
     "plugins.enable": None,  # every installed plugin
     "plugins.disable": (),
 }
@@ -83,7 +86,7 @@ class Settings:
     to load), ``not_secret``. The rest belong to one command or a few, and keep their defaults
     elsewhere: plan and build (``cache_branch``, ``from_registry``, ``digests`` target → sha256
     digest, ``secrets``, ``metadata_bake_files``, ``format``, ``output``, ``locked``,
-    ``locks_dir``, ``sources`` the manifest), build (``push``, ``load``, ``builder``, ``metadata_file``, ``sitrep_dir``),
+    ``locks_dir``, ``sources`` the manifest), build (``push``, ``pull``, ``load``, ``builder``, ``metadata_file``, ``sitrep_dir``),
     matrix (``matrix_format``, ``wave``), lock (``python``, ``pip_args``), bump (``names``),
     graph and config (``format``, ``output``).
     """
@@ -113,6 +116,7 @@ class Settings:
     locks_dir: Path = Path("locks")
     sources: Optional[Path] = None
     push: bool = False
+    pull: bool = False
     load: bool = False
     builder: Optional[str] = None
     metadata_file: Optional[Path] = None
@@ -191,7 +195,7 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
         metadata_bake_files=tuple(flag("metadata_bake_file") or ()), format=flag("format") or "hcl",
         output=flag("output"), locked=bool(flag("locked")), locks_dir=Path(flag("locks_dir") or "locks"),
         sources=sources,
-        push=bool(flag("push")), load=bool(flag("load")), builder=flag("builder"),
+        push=bool(flag("push")), pull=_pull(provenance["pull"].value, bool(flag("push"))), load=bool(flag("load")), builder=flag("builder"),
         metadata_file=Path(flag("metadata_file")) if flag("metadata_file") else None,
         sitrep_dir=Path(flag("sitrep_dir") or "."), wave=flag("wave"), python=flag("python"),
         pip_args=_pip_args(given),
@@ -281,6 +285,12 @@ def _blocked_plugins(provenance: Mapping[str, Setting], installed: Sequence[str]
         raise ConfigError(f"{setting.source}: no plugin is enabled: {key} leaves only bake-plan's own "
                           f"(installed: {', '.join(families)})")
     return sorted(blocked)
+
+
+def _pull(setting: Optional[bool], push: bool) -> bool:
+    """``--pull``/``pull``; unset, on when pushing: a nightly that publishes must not build on a
+    stale copy of a base image from the engine's store."""
+    return push if setting is None else setting
 
 
 def _pip_args(given: Mapping[str, Any]) -> Tuple[str, ...]:

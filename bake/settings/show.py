@@ -13,6 +13,8 @@ from bake.settings.values import ENV_EPOCH, is_day_policy
 
 
 def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)  # JSON's escapes are TOML basic-string escapes
     if isinstance(value, (list, tuple)):
