@@ -78,7 +78,7 @@ def build(settings: Settings) -> int:
     reports.prepare(Path(settings.output or DEFAULT_FILES[settings.format]))
     plan_file = write_plan(settings, composition, sys.stdout)
     sitrep = run_build(composition, Path(plan_file), reports, push=settings.push, pull=settings.pull, load=settings.load,
-                       builder=settings.builder)
+                       builder=settings.builder, known_secrets=[v for v in (s.value() for s in settings.secrets) if v])
     print(f"bake-plan: {sitrep['summary']}", file=sys.stdout if sitrep["outcome"] == "pass" else sys.stderr)
     if sitrep.get("interrupted"):
         return 130

@@ -149,3 +149,34 @@ def bake_plan_stages():
         assert not leaks, f"a secret leaked into: {', '.join(leaks)}"
     finally:
         engine.docker("image", "rm", "-f", ref, check=False)
+
+
+def test_a_step_that_prints_a_secret_and_fails_shows_it_nowhere(cli, engine, make_plugin, tmp_path):
+    # A plain random value: no credential pattern would catch it, only the --secret's own value.
+    value = secrets.token_hex(20)
+    dockerfile = ("FROM busybox:1.36\n"
+                  "RUN --mount=type=secret,id=plain sh -c 'echo \"oops: $(cat /run/secrets/plain)\"; "
+                  "echo \"ERROR: $(cat /run/secrets/plain)\" >&2; exit 7'\n")
+    site = make_plugin(f"""
+import os
+from bake import Stage, hookimpl
+@hookimpl
+def bake_plan_stages():
+    return [Stage(name="leaky", image="leaky", kind="single", context=os.path.dirname(__file__),
+                  base_image="busybox:1.36", platforms=("linux/amd64",), dockerfile_inline={dockerfile!r},
+                  args={{"NONCE": {uuid.uuid4().hex!r}}})]
+""", name="leaky")
+    env = dict(os.environ, BAKE_PLAN_PLAIN=value)
+    proc = cli("build", "--target", "leaky", "--registry", f"{engine.registry}/lk{uuid.uuid4().hex[:8]}",
+               "--date", DATE, "--base-image", f"busybox:1.36={engine.registry}/stand-in/busybox:latest",
+               "--secret", "id=plain,env=BAKE_PLAN_PLAIN", "--sitrep-dir", "sitrep", cwd=tmp_path, env=env,
+               pythonpath=[site])
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "oops: <redacted>" in proc.stderr  # the step's output is shown, its secret is not
+    places = {"bake-plan's output": proc.stdout + proc.stderr}
+    for report in sorted((tmp_path / "sitrep").iterdir()):
+        places[f"sitrep file {report.name}"] = report.read_text()
+    for where, text in places.items():
+        assert value not in text, f"the secret's value is in {where}"
+    sitrep = json.loads((tmp_path / "sitrep" / "sitrep.json").read_text())
+    assert sitrep["outcome"] == "fail" and "exit code: 7" in sitrep["error"]

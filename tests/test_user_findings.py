@@ -126,7 +126,9 @@ def test_sigterm_cancels_the_build_and_writes_the_sitrep(engine, make_plugin, tm
     rest = proc.communicate(timeout=60)[0]
     assert proc.returncode == 130, "".join(seen) + rest
     sitrep = json.loads((tmp_path / "sitrep" / "sitrep.json").read_text())
-    assert sitrep["interrupted"] is True and sitrep["outcome"] == "fail"
+    assert sitrep["interrupted"] is True and sitrep["outcome"] == "interrupted"  # issue 13: not "fail"
+    badge = json.loads((tmp_path / "sitrep" / "badge.json").read_text())
+    assert badge["message"] == "interrupted"
     assert sitrep["targets"]["sleeper"]["outcome"] == "not built"
     # buildx was cancelled with bake-plan, not left running as an orphan.
     leftover = subprocess.run(["pgrep", "-f", f"bake.*{tmp_path}"], capture_output=True, text=True).stdout.split()

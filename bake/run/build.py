@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 import tempfile
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 from bake.errors import OutputError, RunError
 from bake.output import write_atomic
 from bake.plan.compose import DEFAULT_GROUP, Composition
+from bake.plan.secrets import redact
 from bake.run import engine, sitrep
 
 
@@ -148,16 +150,22 @@ def run_build(
     load: bool = False,
     builder: Optional[str] = None,
     pull: bool = False,
+    known_secrets: Sequence[str] = (),
 ) -> dict:
     """Build the plan's ``default`` group (every target of the chain, so meal kits are tagged and
     pushed too) and write ``sitrep.json``, ``badge.json`` and ``sitrep.md`` in ``sitrep_dir``; the
     Markdown is appended to ``$GITHUB_STEP_SUMMARY`` when that is set (GitHub Actions).
 
+    Every line shown and every report written goes through :func:`bake.plan.secrets.redact` with
+    ``known_secrets`` (the ``--secret`` values): a step that prints a secret does not put it in
+    the console or the sitrep.
+
     ``reports`` must have been prepared (:meth:`Reports.prepare`, before the plan was written);
     the previous metadata file is removed only once the engine answers.
 
-    :returns: the sitrep; its ``outcome`` is ``pass`` or ``fail``, and ``interrupted`` is true
-        when Ctrl-C or SIGTERM stopped the build, also while build records were being read. A
+    :returns: the sitrep; its ``outcome`` is ``pass``, ``fail``, or ``interrupted`` (and
+        ``interrupted`` true) when Ctrl-C or SIGTERM stopped the build, also while build records
+        were being read. A
         failed or interrupted build still writes all three files, naming the failing target.
     :raises bake.run.engine.EngineError: the engine cannot be reached (nothing was built).
     :raises bake.errors.RunError: the build ran but a report could not be written.
@@ -169,24 +177,26 @@ def run_build(
     built = composition.plan["group"][DEFAULT_GROUP]["targets"]
     run = engine.bake(plan_file, [DEFAULT_GROUP], reports.metadata_file, push=push, pull=pull, load=load, builder=builder,
                       extra_files=composition.bake_files, sole_target=built[0] if len(built) == 1 else None,
-                      plan=composition.plan)
+                      plan=composition.plan, echo=lambda line: sys.stderr.write(redact(line, known_secrets)))
     label = f"{', '.join(composition.requested)} build"
     interrupted = run.interrupted
     try:
-        report = _sitrep(composition, label, run, engine.build_record)
+        report = _sitrep(composition, label, run, engine.build_record, known_secrets)
     except KeyboardInterrupt:  # stopped while reading build records: report without durations
         interrupted = True
-        report = _sitrep(composition, label, run, lambda ref: None)
+        report = _sitrep(composition, label, run, lambda ref: None, known_secrets)
     report["interrupted"] = interrupted
     if interrupted:  # cancelled, not broken: what did not finish was not built
         for entry in report["targets"].values():
             if entry["outcome"] == sitrep.FAIL and not entry["digest"]:
                 entry["outcome"] = sitrep.NOT_BUILT
+        report["outcome"] = sitrep.INTERRUPTED
         report["summary"] = f"{label}: interrupted"
     reports.write(report)
     return report
 
 
-def _sitrep(composition: Composition, label: str, run: engine.BakeRun, record) -> dict:
+def _sitrep(composition: Composition, label: str, run: engine.BakeRun, record, known: Sequence[str]) -> dict:
     return sitrep.make_sitrep(composition.plan, label, run.returncode, run.failed, run.metadata, record,
-                              error=run.error, steps=run.steps, failed_steps=run.failed_steps, exported=run.exported)
+                              error=run.error, steps=run.steps, failed_steps=run.failed_steps, exported=run.exported,
+                              known=known)

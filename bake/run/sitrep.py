@@ -16,7 +16,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set
 
 from bake.plan.secrets import redact
 
-PASS, FAIL, NOT_BUILT = "pass", "fail", "not built"
+PASS, FAIL, NOT_BUILT, INTERRUPTED = "pass", "fail", "not built", "interrupted"
 
 
 def _builds_on(target: dict) -> List[str]:
@@ -131,6 +131,7 @@ def make_sitrep(
     steps: Optional[Dict[str, Dict[str, int]]] = None,
     failed_steps: Sequence[tuple] = (),
     exported: Optional[Dict[str, Optional[str]]] = None,
+    known: Sequence[str] = (),
 ) -> dict:
     """Build the sitrep of one bake run.
 
@@ -144,6 +145,7 @@ def make_sitrep(
         (:func:`step_owner`).
     :param exported: target → digest of the targets the progress showed exported (and pushed):
         buildx writes no metadata when the bake fails, so these still ``pass`` in a failed run.
+    :param known: the current values of the build's secrets, redacted wherever they appear.
     :returns: the ``sitrep.json`` content; ``outcome`` is ``fail`` when buildx failed or any
         target did not build. A target ``fail``s when it, or a target it builds on, failed; a
         target buildx cancelled because another one failed is ``not built``. ``error`` is
@@ -185,7 +187,7 @@ def make_sitrep(
                 entry["outcome"] = FAIL
     failing = [n for n, t in targets.items() if t["outcome"] == FAIL]
     outcome = PASS if returncode == 0 and all(t["outcome"] == PASS for t in targets.values()) else FAIL
-    error = redact(error.strip()) if error and error.strip() else None
+    error = redact(error.strip(), known) if error and error.strip() else None
     if outcome == PASS:
         summary = f"{label}: all {len(targets)} targets built"
     else:
@@ -198,14 +200,15 @@ def make_sitrep(
 
 def badge(sitrep: dict) -> dict:
     """The shields.io endpoint badge of a sitrep."""
-    ok = sitrep["outcome"] == PASS
-    return {"schemaVersion": 1, "label": sitrep["badge_label"], "message": PASS if ok else FAIL,
-            "color": "brightgreen" if ok else "red"}
+    outcome = sitrep["outcome"]
+    colors = {PASS: "brightgreen", INTERRUPTED: "lightgrey"}
+    return {"schemaVersion": 1, "label": sitrep["badge_label"], "message": outcome if outcome in colors else FAIL,
+            "color": colors.get(outcome, "red")}
 
 
 def markdown(sitrep: dict) -> str:
     """A Markdown summary: the outcome line and one table row per target."""
-    icon = "✅" if sitrep["outcome"] == PASS else "❌"
+    icon = {PASS: "✅", INTERRUPTED: "⏹️"}.get(sitrep["outcome"], "❌")
     lines: List[str] = [f"## {icon} {sitrep['summary']}", "",
                         "| target | outcome | digest | seconds | steps cached | steps run | tags |",
                         "|---|---|---|---|---|---|---|"]
