@@ -154,6 +154,13 @@ def build_parser() -> argparse.ArgumentParser:
     _selection_arguments(publish)
     publish.add_argument("--registry", help="registry/namespace the per-arch images were pushed to")
     publish.add_argument("--date", help="YYYY-MM-DD of the nightly tags (default: SOURCE_DATE_EPOCH, else today in UTC)")
+    publish.add_argument("--metadata-bake-file", action="append", default=[], metavar="FILE",
+                         help="docker/metadata-action's bake file of the publish job (tags without the -<arch> "
+                              "suffix): its tags are merged from their per-arch images too")
+    publish.add_argument("--metadata-targets", action="append", metavar="T",
+                         help="stages or bake targets that inherit the metadata-action target")
+    publish.add_argument("--dry-run", action="store_true",
+                         help="check every per-arch image and list the tags it would create, creating none")
 
     matrix = sub.add_parser("matrix", help="print CI jobs (one per stage and arch) in dependency waves")
     _selection_arguments(matrix)

@@ -89,7 +89,7 @@ def publish(settings: Settings) -> int:
     """``bake-plan publish``: the multi-arch tags, made from the per-arch ones only when every arch
     is there. :returns: 0 published, 1 an arch is missing (no tag was created)."""
     from bake.run import engine
-    from bake.run.publish import manifests
+    from bake.run.publish import manifests, missing_sources
     from bake.run.publish import publish as publish_all
 
     wanted = manifests(compose(settings, per_arch=False))
@@ -97,7 +97,13 @@ def publish(settings: Settings) -> int:
     def report(manifest) -> None:
         print(f"published {manifest.tag} <- {', '.join(s.rsplit(':', 1)[-1] for s in manifest.sources)}", flush=True)
 
-    missing = publish_all(wanted, engine.image_exists, engine.create_manifest, on_created=report)
+    if settings.dry_run:  # check, list, create nothing
+        missing = missing_sources(wanted, engine.image_exists)
+        for manifest in ([] if missing else wanted):
+            print(f"would publish {manifest.tag} <- "
+                  f"{', '.join(s.rsplit(':', 1)[-1] for s in manifest.sources)}", flush=True)
+    else:
+        missing = publish_all(wanted, engine.image_exists, engine.create_manifest, on_created=report)
     if missing:
         print(f"bake-plan: error: not publishing: {len(missing)} per-arch image(s) missing; no tag was created:",
               file=sys.stderr)

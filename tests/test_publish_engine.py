@@ -146,3 +146,24 @@ def test_per_job_mode_without_the_parent_report_is_one_line(mx):
     assert proc.stderr.strip() == (
         "bake-plan: error: --from-registry: no digest for 'mx-root-mealkit' (stage 'mx-root'); pass the "
         "sitrep.json or buildx metadata file of the job that pushed it with --parent-report")
+
+
+def test_publish_merges_metadata_action_tags_and_a_dry_run_creates_nothing(engine, mx):
+    from test_metadata_action import meta_file
+
+    leaf = f"{mx.namespace}/mx-leaf"
+    for platform in ("linux/amd64", "linux/arm64"):
+        arch = platform[6:]
+        meta = meta_file(mx.tmp / f"meta-{arch}.json", tags=(f"{leaf}:v1.2.3-{arch}",))
+        proc, sitrep = mx("build", "--platform", platform, "--metadata-bake-file", str(meta), sitrep=f"sitrep-{arch}")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert sitrep["targets"]["mx-leaf"]["tags"] == [f"{leaf}:v1.2.3-{arch}"]
+    publish_meta = meta_file(mx.tmp / "meta.json", tags=(f"{leaf}:v1.2.3",))  # the publish job's: no suffix
+    proc, _ = mx("publish", "--metadata-bake-file", str(publish_meta), "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert f"would publish {leaf}:v1.2.3 <- v1.2.3-amd64, v1.2.3-arm64" in proc.stdout
+    assert "published " not in proc.stdout and "v1.2.3" not in engine.tags(leaf), "a dry run creates nothing"
+    proc, _ = mx("publish", "--metadata-bake-file", str(publish_meta))
+    assert proc.returncode == 0, proc.stderr
+    assert _platforms(engine, f"{leaf}:v1.2.3") == ["linux/amd64", "linux/arm64"]
+    assert _platforms(engine, f"{mx.namespace}/mx-root:latest") == ["linux/amd64", "linux/arm64"]

@@ -81,6 +81,9 @@ class Composition:
     requested: List[str]
     stages: Dict[str, Stage]
     bake_files: List[str] = dataclasses.field(default_factory=list)
+    inherited_tags: Dict[str, List[str]] = dataclasses.field(default_factory=dict)
+    """Target → the tags it inherits from docker/metadata-action's bake file (``publish`` merges
+    those too)."""
 
 
 def target_names(stage: Stage) -> List[Tuple[str, str]]:

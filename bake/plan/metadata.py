@@ -142,6 +142,7 @@ def inherit(composition, meta: MetadataFiles, names: Sequence[str] = (), arch: O
         target["inherits"] = list(dict.fromkeys([*target.get("inherits", []), meta.target]))
         if meta.tags:
             target.pop("tags", None)
+            composition.inherited_tags[name] = list(meta.tags)
         if target.get("output") == [CACHE_ONLY]:  # tagged now, by the metadata-action target
             del target["output"]
         for key in meta.labels:

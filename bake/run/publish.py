@@ -26,12 +26,14 @@ class Manifest:
 
 def manifests(composition: Composition) -> List[Manifest]:
     """Every tag of every published target of a multi-arch plan (composed without ``--platform``
-    or with all arches), with the per-arch images it is made from. A stage that supports one arch
-    publishes that arch alone."""
+    or with all arches), the tags it inherits from docker/metadata-action included, with the
+    per-arch images it is made from. A stage that supports one arch publishes that arch alone."""
     out = []
-    for target in composition.plan["target"].values():
+    for name, target in composition.plan["target"].items():
+        if "platforms" not in target:  # the metadata-action target itself: only inherited from
+            continue
         arches = [arch_of(p) for p in target["platforms"]]
-        for tag in target.get("tags", []):
+        for tag in [*target.get("tags", []), *composition.inherited_tags.get(name, [])]:
             out.append(Manifest(tag=tag, sources=[f"{tag}-{arch}" for arch in arches]))
     return out
 

@@ -87,7 +87,7 @@ class Settings:
     elsewhere: plan and build (``cache_branch``, ``from_registry``, ``digests`` target → sha256
     digest, ``secrets``, ``metadata_bake_files``, ``format``, ``output``, ``locked``,
     ``locks_dir``, ``sources`` the manifest), build (``push``, ``pull``, ``load``, ``builder``, ``metadata_file``, ``sitrep_dir``),
-    matrix (``matrix_format``, ``wave``), lock (``python``, ``pip_args``), bump (``names``),
+    publish (``dry_run``), matrix (``format``, ``wave``), lock (``python``, ``pip_args``), bump (``names``),
     graph and config (``format``, ``output``).
     """
 
@@ -116,6 +116,7 @@ class Settings:
     locks_dir: Path = Path("locks")
     sources: Optional[Path] = None
     push: bool = False
+    dry_run: bool = False
     pull: bool = False
     load: bool = False
     builder: Optional[str] = None
@@ -195,7 +196,7 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
         metadata_bake_files=tuple(flag("metadata_bake_file") or ()), format=flag("format") or "hcl",
         output=flag("output"), locked=bool(flag("locked")), locks_dir=Path(flag("locks_dir") or "locks"),
         sources=sources,
-        push=bool(flag("push")), pull=_pull(provenance["pull"].value, bool(flag("push"))), load=bool(flag("load")), builder=flag("builder"),
+        push=bool(flag("push")), dry_run=bool(flag("dry_run")), pull=_pull(provenance["pull"].value, bool(flag("push"))), load=bool(flag("load")), builder=flag("builder"),
         metadata_file=Path(flag("metadata_file")) if flag("metadata_file") else None,
         sitrep_dir=Path(flag("sitrep_dir") or "."), wave=flag("wave"), python=flag("python"),
         pip_args=_pip_args(given),
