@@ -65,6 +65,11 @@ def bake_plan_stages():
         raw = engine.docker("buildx", "imagetools", "inspect", "--raw", busybox).stdout.encode()
         want = [{"image": busybox, "platform": platform, "digest": "sha256:" + hashlib.sha256(raw).hexdigest()}]
         assert report["targets"]["uw-user"]["base_images"] == (want if which == "new" else [])
+        # The pushed image's compressed size (config + layers, as a pull downloads it); none for the
+        # cache-only wheel builder.
+        sizes = report["targets"]["uw-user"]["size_bytes"]
+        assert list(sizes) == [platform] and 1000 < sizes[platform] < 50_000_000, sizes
+        assert report["targets"]["uw-wheels"]["size_bytes"] == {}
     proc = cli("publish", *common, cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
     ref = f"{common[3]}/uw-user:latest"

@@ -181,7 +181,8 @@ def run_build(
     label = f"{', '.join(composition.requested)} build"
     interrupted = run.interrupted
     try:
-        report = _sitrep(composition, label, run, engine.build_record, known_secrets)
+        report = _sitrep(composition, label, run, engine.build_record, known_secrets,
+                         engine.pushed_sizes if push else (lambda ref: {}))
     except KeyboardInterrupt:  # stopped while reading build records: report without durations
         interrupted = True
         report = _sitrep(composition, label, run, lambda ref: None, known_secrets)
@@ -196,7 +197,8 @@ def run_build(
     return report
 
 
-def _sitrep(composition: Composition, label: str, run: engine.BakeRun, record, known: Sequence[str]) -> dict:
+def _sitrep(composition: Composition, label: str, run: engine.BakeRun, record, known: Sequence[str],
+            sizes=lambda ref: {}) -> dict:
     return sitrep.make_sitrep(composition.plan, label, run.returncode, run.failed, run.metadata, record,
                               error=run.error, steps=run.steps, failed_steps=run.failed_steps, exported=run.exported,
-                              known=known)
+                              known=known, sizes=sizes)

@@ -24,6 +24,28 @@ class RegistryError(RunError):
     """A registry could not be reached or refused a request part-way through the work (exit 1)."""
 
 
+REGISTRY_TIMEOUT_S = 120.0
+"""How long one registry call (``imagetools inspect``/``create``) may take, in seconds: a registry
+that accepts connections but never answers would otherwise hang a nightly job forever."""
+
+_TIMED_OUT = 124  # coreutils timeout(1)'s exit status when the command ran out of time
+_NOT_FOUND = 127  # timeout(1): the command (docker) was not found
+
+
+def _registry_docker(timeout_s: float):
+    """A python-on-whales client whose every call is bounded by ``timeout_s`` seconds
+    (``timeout(1)`` in front of ``docker``: SIGTERM, then SIGKILL 5 s later)."""
+    from python_on_whales import DockerClient
+
+    return DockerClient(client_call=["timeout", "--kill-after=5", f"{timeout_s:g}", "docker"])
+
+
+def _registry_of(ref: str) -> str:
+    """The registry host of an image reference (``localhost:5555/x/y:t`` → ``localhost:5555``)."""
+    first = ref.split("/", 1)[0]
+    return first if "/" in ref and ("." in first or ":" in first or first == "localhost") else "docker.io"
+
+
 @dataclass
 class BakeRun:
     """What one ``docker buildx bake`` did.
@@ -170,6 +192,49 @@ def build_record(ref: str) -> Optional[dict]:
         return None
 
 
+def repository_of(ref: str) -> str:
+    """``host:port/path`` of ``host:port/path:tag@sha256:…`` (distribution/reference: a tag is after
+    the last ``/``)."""
+    name = ref.split("@", 1)[0]
+    head, _, last = name.rpartition("/")
+    return f"{head}/{last.split(':', 1)[0]}" if head else last.split(":", 1)[0]
+
+
+def pushed_sizes(ref: str, timeout_s: float = REGISTRY_TIMEOUT_S) -> Dict[str, int]:
+    """The compressed size of a pushed image per platform, in bytes: its config and layers as its
+    manifest lists them (what a pull downloads), from the registry
+    (``docker buildx imagetools inspect --raw``; attestation manifests left out).
+
+    :param ref: ``repo@sha256:…`` or ``repo:tag`` of an image or an index.
+    :returns: ``{"linux/amd64": bytes, …}``; empty when the registry cannot tell.
+    """
+    from python_on_whales.utils import run
+
+    client = _registry_docker(timeout_s)
+
+    def raw(one: str) -> dict:
+        return json.loads(run(client.docker_cmd + ["buildx", "imagetools", "inspect", "--raw", one]))
+
+    def size(manifest: dict) -> int:
+        return int(manifest.get("config", {}).get("size", 0)) + sum(int(la.get("size", 0)) for la in manifest.get("layers", []))
+
+    try:
+        top = raw(ref)
+        if "manifests" not in top:
+            return {"": size(top)}
+        repo = repository_of(ref)
+        out = {}
+        for entry in top["manifests"]:
+            platform = entry.get("platform", {})
+            if platform.get("os") in (None, "unknown"):
+                continue
+            name = "/".join(p for p in (platform.get("os"), platform.get("architecture"), platform.get("variant")) if p)
+            out[name] = size(raw(f"{repo}@{entry['digest']}"))
+        return out
+    except Exception:  # no registry answer, not pushed: no size
+        return {}
+
+
 def engine_reachable() -> bool:
     """True when ``docker info`` answers (``DOCKER_HOST`` is honoured)."""
     from python_on_whales import DockerException, docker
@@ -187,28 +252,6 @@ def engine_reachable() -> bool:
 def _last_line(err) -> str:
     lines = (getattr(err, "stderr", None) or str(err)).strip().splitlines()
     return lines[-1].removeprefix("ERROR: ").strip() if lines else ""
-
-
-REGISTRY_TIMEOUT_S = 120.0
-"""How long one registry call (``imagetools inspect``/``create``) may take, in seconds: a registry
-that accepts connections but never answers would otherwise hang a nightly job forever."""
-
-_TIMED_OUT = 124  # coreutils timeout(1)'s exit status when the command ran out of time
-_NOT_FOUND = 127  # timeout(1): the command (docker) was not found
-
-
-def _registry_docker(timeout_s: float):
-    """A python-on-whales client whose every call is bounded by ``timeout_s`` seconds
-    (``timeout(1)`` in front of ``docker``: SIGTERM, then SIGKILL 5 s later)."""
-    from python_on_whales import DockerClient
-
-    return DockerClient(client_call=["timeout", "--kill-after=5", f"{timeout_s:g}", "docker"])
-
-
-def _registry_of(ref: str) -> str:
-    """The registry host of an image reference (``localhost:5555/x/y:t`` → ``localhost:5555``)."""
-    first = ref.split("/", 1)[0]
-    return first if "/" in ref and ("." in first or ":" in first or first == "localhost") else "docker.io"
 
 
 def image_exists(ref: str, timeout_s: float = REGISTRY_TIMEOUT_S) -> bool:

@@ -1,7 +1,7 @@
 """The situation report ("sitrep") of a build, in JAX-Toolbox's shape.
 
 Three files: ``sitrep.json`` (``summary``, ``badge_label``, ``outcome``, ``error``, per target:
-outcome, platforms, tags as buildx gave them, the base images with their digests, digest, duration in seconds, steps cached and run), a shields.io endpoint badge
+outcome, platforms, tags as buildx gave them, the base images with their digests, digest, compressed size per platform when pushed, duration in seconds, steps cached and run), a shields.io endpoint badge
 (https://shields.io/badges/endpoint-badge: ``schemaVersion``, ``label``, ``message``, ``color``)
 and a Markdown summary fit for ``$GITHUB_STEP_SUMMARY``.
 """
@@ -95,6 +95,17 @@ def tags_of(target: dict, meta: dict) -> List[str]:
     return named or list(target.get("tags", []))
 
 
+def _sizes(target: dict, entry: dict, sizes: Callable[[str], Dict[str, int]]) -> Dict[str, int]:
+    """A built target's compressed size per platform (``{}`` when not pushed or unknown)."""
+    if not entry["digest"] or not entry["tags"]:
+        return {}
+    found = sizes(f"{entry['tags'][0].split('@', 1)[0]}@{entry['digest']}")
+    platforms = target.get("platforms", [])
+    if set(found) == {""} and len(platforms) == 1:
+        return {platforms[0]: found[""]}
+    return found
+
+
 def base_images(meta: dict) -> List[dict]:
     """The images a target's build started from, with the digest BuildKit resolved for each:
     ``[{"image": "localhost:5555/stand-in/busybox:latest", "platform": "linux/amd64",
@@ -132,6 +143,7 @@ def make_sitrep(
     failed_steps: Sequence[tuple] = (),
     exported: Optional[Dict[str, Optional[str]]] = None,
     known: Sequence[str] = (),
+    sizes: Callable[[str], Dict[str, int]] = lambda ref: {},
 ) -> dict:
     """Build the sitrep of one bake run.
 
@@ -145,6 +157,8 @@ def make_sitrep(
         (:func:`step_owner`).
     :param exported: target → digest of the targets the progress showed exported (and pushed):
         buildx writes no metadata when the bake fails, so these still ``pass`` in a failed run.
+    :param sizes: ``repo@digest`` of a pushed image → its compressed size in bytes per platform
+        (``""`` for a single-platform image); the default knows none (nothing was pushed).
     :param known: the current values of the build's secrets, redacted wherever they appear.
     :returns: the ``sitrep.json`` content; ``outcome`` is ``fail`` when buildx failed or any
         target did not build. A target ``fail``s when it, or a target it builds on, failed; a
@@ -172,6 +186,7 @@ def make_sitrep(
             "steps_cached": None,
             "steps_run": None,
         }
+        entry["size_bytes"] = _sizes(target, entry, sizes)
         ref = meta.get("buildx.build.ref")
         rec = record(ref) if ref else None
         if rec and rec.get("Duration") is not None:
