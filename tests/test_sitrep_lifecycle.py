@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from test_errors import assert_one_line_error
+from test_errors import assert_one_line_error, small_filesystem  # noqa: F401  (a fixture)
 
 NO_ENGINE = dict(os.environ, DOCKER_HOST="unix:///nonexistent/docker.sock")
 
@@ -70,3 +70,26 @@ def test_two_outputs_on_one_file_are_refused(cli, tmp_path, args, needle):
     proc = cli("build", "--target", "jax", "--sitrep-dir", "sitrep", *args, cwd=tmp_path, env=NO_ENGINE)
     assert_one_line_error(proc, needle)
     assert json.loads((sitrep / "sitrep.json").read_text())["outcome"] == "pass", "nothing touched"
+
+
+@pytest.mark.engine
+def test_a_report_lost_after_the_build_ran_is_exit_1(cli, engine, make_plugin, tmp_path, small_filesystem):
+    fs = small_filesystem()
+    summary = fs / "summary.md"
+    summary.write_text("")
+    (fs / "filler").write_bytes(b"x" * 8192)  # the tmpfs is full: appending the summary fails
+    site = make_plugin(f"""
+from bake import Stage, hookimpl
+@hookimpl
+def bake_plan_stages():
+    return [Stage(name="lost", image="lost", kind="single", context={str(tmp_path)!r}, platforms=("linux/amd64",),
+                  dockerfile_inline="FROM {engine.registry}/stand-in/busybox:latest\\nRUN true\\n")]
+""")
+    env = dict(os.environ, PYTHONPATH=str(site), GITHUB_STEP_SUMMARY=str(summary))
+    proc = cli("build", "--target", "lost", "--registry", f"{engine.registry}/lost", "--sitrep-dir", "sitrep",
+               cwd=tmp_path, env=env)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]  # after buildx's progress, one error line
+    assert last.startswith("bake-plan: error: the build ran (lost build: all 1 targets built), but cannot "
+                           "append to $GITHUB_STEP_SUMMARY") and last.endswith("No space left on device"), last
+    assert json.loads((tmp_path / "sitrep" / "sitrep.json").read_text())["outcome"] == "pass"
