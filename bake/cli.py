@@ -78,6 +78,9 @@ def _plan_arguments() -> argparse.ArgumentParser:
     common.add_argument("--locked", action="store_true",
                         help="the final stage of each --target installs exactly its lock from the locks "
                              "directory (made by `bake-plan lock`) instead of compiling")
+    common.add_argument("--wheelhouse", metavar="DIR",
+                        help="a directory of wheels: every stage whose Dockerfile uses the 'wheelhouse' context "
+                             "gets it, and pip in the build installs only from it (no index)")
     _locks_dir_argument(common)
     _sources_argument(common)
     return common

@@ -80,6 +80,7 @@ SCHEMA: Dict[str, Any] = {
     "base-images": "table",
     "cache-from-branch": "value",
     "metadata-targets": "strs",
+    "wheelhouse": "value",
     "plugins": {"enable": "strs", "disable": "strs"},
     "stages": ("each", _STAGE),
 }

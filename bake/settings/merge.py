@@ -34,12 +34,14 @@ FLAGS = {
     "base-images": "--base-image",
     "cache-from-branch": "--cache-from-branch",
     "metadata-targets": "--metadata-targets",
+    "wheelhouse": "--wheelhouse",
 }
 """Configuration keys a command-line flag can set too, and the flag."""
 
 _FLAG_VALUES = {  # configuration key → the command line's name for it (argparse's dest)
     "registry": "registry", "platforms": "platform", "date": "date", "targets": "target",
     "base-images": "base_image", "cache-from-branch": "cache_from_branch", "metadata-targets": "metadata_targets",
+    "wheelhouse": "wheelhouse",
 }
 
 DEFAULTS: Dict[str, Any] = {
@@ -50,12 +52,16 @@ DEFAULTS: Dict[str, Any] = {
     "base-images": {},
     "cache-from-branch": None,
     "metadata-targets": (),  # the requested stages' final targets
+    "wheelhouse": None,  # pip in the build uses the stages' own settings (an index)
     "plugins.enable": None,  # every installed plugin
     "plugins.disable": (),
 }
 
-TARGET_COMMANDS = ("plan", "build", "publish", "matrix", "lock", "graph")
+TARGET_COMMANDS = ("plan", "build", "publish", "matrix", "lock", "graph", "wheelhouse")
 """Commands that work on targets: they need one, a date and the plugins."""
+
+WHEELHOUSE_COMMANDS = ("plan", "build")
+"""Commands whose plan sends the wheelhouse (``--wheelhouse``, ``wheelhouse = "DIR"``) to the build."""
 
 _PIP_OPTIONS = (("index_url", "--index-url"), ("extra_index_url", "--extra-index-url"),
                 ("find_links", "--find-links"), ("no_index", "--no-index"), ("trusted_host", "--trusted-host"))
@@ -121,6 +127,7 @@ class Settings:
     python: Optional[str] = None
     pip_args: Tuple[str, ...] = ()
     names: Tuple[str, ...] = ()
+    wheelhouse: Optional[str] = None
 
     def __getitem__(self, key: str) -> Any:
         """A merged configuration value by its key (``registry``, ``plugins.enable``…)."""
@@ -136,6 +143,7 @@ class Settings:
             base_images=self.base_images, cache_from_branch=self.cache_from_branch,
             cache_branch=self.cache_branch, from_registry=self.from_registry, digests=dict(self.digests),
             secrets=self.secrets, not_secret=self.not_secret, per_arch=per_arch,
+            wheelhouse=self.wheelhouse if self.command in WHEELHOUSE_COMMANDS else None,
         )
 
 
@@ -176,6 +184,10 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
     if (command in TARGET_COMMANDS and provenance["metadata-targets"].source == FLAGS["metadata-targets"]
             and not flag("metadata_bake_file")):
         raise UsageError("--metadata-targets needs --metadata-bake-file (the file docker/metadata-action writes)")
+    wheelhouse = provenance["wheelhouse"].value
+    if wheelhouse is not None and command in WHEELHOUSE_COMMANDS:
+        source = provenance["wheelhouse"].source
+        wheelhouse = values.existing_wheelhouse(wheelhouse, source if source.startswith("--") else f"{source}: wheelhouse")
     cache_branch = flag("cache_branch")
     blocked = ()
     if command in TARGET_COMMANDS or command == "stages":
@@ -194,7 +206,7 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
         push=bool(flag("push")), load=bool(flag("load")), builder=flag("builder"),
         metadata_file=Path(flag("metadata_file")) if flag("metadata_file") else None,
         sitrep_dir=Path(flag("sitrep_dir") or "."), wave=flag("wave"), python=flag("python"),
-        pip_args=_pip_args(given),
+        pip_args=_pip_args(given), wheelhouse=wheelhouse,
     )
 
 
@@ -209,7 +221,8 @@ def _merge(file: Optional[FileConfig], given: Mapping[str, Any]) -> Dict[str, Se
                     merged[f"plugins.{sub}"] = Setting(values.names(listed), file.where("plugins"))
             elif key != "stages":
                 where = f"{file.name}: [{file.table}] {key}" if file.table else f"{file.name}: {key}"
-                merged[key] = Setting(_parse(key, value, where), file.where())
+                base = file.path.resolve().parent if key == "wheelhouse" else None
+                merged[key] = Setting(_parse(key, value, where, base), file.where())
     for key, dest in _FLAG_VALUES.items():
         value = given.get(dest)
         if value is None or (key in ("platforms", "base-images") and not value):
@@ -220,8 +233,11 @@ def _merge(file: Optional[FileConfig], given: Mapping[str, Any]) -> Dict[str, Se
     return merged
 
 
-def _parse(key: str, value: Any, where: str) -> Any:
-    """One configuration key's value through its parser (:mod:`bake.settings.values`)."""
+def _parse(key: str, value: Any, where: str, base: Optional[Path] = None) -> Any:
+    """One configuration key's value through its parser (:mod:`bake.settings.values`); ``base``:
+    the directory a relative path in it is taken from (the file's; default the current one)."""
+    if key == "wheelhouse":
+        return values.wheelhouse(value, where, base)
     if key == "registry":
         return values.registry(value, where)
     if key == "platforms":
