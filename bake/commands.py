@@ -150,6 +150,26 @@ def lock(settings: Settings) -> int:
     return 0
 
 
+def wheelhouse(settings: Settings) -> int:
+    """``bake-plan wheelhouse``: download every wheel the requested stages' chains need (the lock
+    when there is one, else the requirement lines; pip and pip-tools) for ``--python-version`` and
+    each platform, into ``-o DIR`` (default the configured wheelhouse, else ``./wheelhouse``).
+    :returns: 0; pip's failure raises :class:`bake.errors.LockError` (exit 1)."""
+    from pathlib import Path
+
+    from bake.pip.lock import lock_specs
+    from bake.pip.wheelhouse import fill
+
+    composition = compose(settings)
+    specs = [spec for name in composition.requested for spec in lock_specs(composition, name)]
+    out = Path(settings.output or settings.wheelhouse or "wheelhouse").absolute()
+    counts = fill(specs, out, settings.python_version, locks_dir=Path(settings.locks_dir),
+                  pip_args=settings.pip_args, report=lambda msg: print(f"bake-plan: {msg}", file=sys.stderr))
+    print(f"bake-plan: wheelhouse {out}: {counts['added']} wheels added, {counts['kept']} unchanged, "
+          f"{counts['built']} built from sdists; build with --wheelhouse {out}")
+    return 0
+
+
 def bump(settings: Settings) -> int:
     """``bake-plan bump``: move each named source (default: all) to the head of its tracking ref."""
     from bake.pip.sources import bump as bump_sources

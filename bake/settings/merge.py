@@ -25,6 +25,8 @@ from bake.settings import values
 from bake.settings.file import CONFIG_FILE, PYPROJECT, FileConfig, bare_or_quoted, load
 
 DEFAULT = "default"
+DEFAULT_PYTHON_VERSION = "3.11"
+"""The Python version ``bake-plan wheelhouse`` fetches wheels for without ``--python-version``."""
 
 FLAGS = {
     "registry": "--registry",
@@ -91,6 +93,8 @@ class Settings:
     digest, ``secrets``, ``metadata_bake_files``, ``format``, ``output``, ``locked``,
     ``locks_dir``, ``sources`` the manifest), build (``push``, ``load``, ``builder``, ``metadata_file``, ``sitrep_dir``),
     matrix (``matrix_format``, ``wave``), lock (``python``, ``pip_args``), bump (``names``),
+    wheelhouse (``wheelhouse`` the directory, also plan and build's; ``python_version``; ``pip_args``;
+    ``output``; ``locks_dir``),
     graph and config (``format``, ``output``).
     """
 
@@ -128,6 +132,7 @@ class Settings:
     pip_args: Tuple[str, ...] = ()
     names: Tuple[str, ...] = ()
     wheelhouse: Optional[str] = None
+    python_version: str = DEFAULT_PYTHON_VERSION
 
     def __getitem__(self, key: str) -> Any:
         """A merged configuration value by its key (``registry``, ``plugins.enable``…)."""
@@ -207,6 +212,8 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
         metadata_file=Path(flag("metadata_file")) if flag("metadata_file") else None,
         sitrep_dir=Path(flag("sitrep_dir") or "."), wave=flag("wave"), python=flag("python"),
         pip_args=_pip_args(given), wheelhouse=wheelhouse,
+        python_version=values.python_version(flag("python_version"), "--python-version")
+        if flag("python_version") is not None else DEFAULT_PYTHON_VERSION,
     )
 
 

@@ -196,6 +196,20 @@ def wheelhouse(value: str, where: str, base: Optional[Path] = None) -> str:
     return os.path.normpath(str(path))
 
 
+_PYTHON_VERSION = re.compile(r"3\.\d{1,3}\Z")
+
+
+def python_version(value: str, where: str) -> str:
+    """A Python ``3.N`` version (``--python-version``), as pip's ``--python-version`` takes it.
+
+    :raises UsageError: empty, or not ``3.N``.
+    """
+    _filled(value, where)
+    if not _PYTHON_VERSION.match(value):
+        raise error(where, f"{value!r} is not a Python version like 3.11")
+    return value
+
+
 def existing_wheelhouse(path: str, where: str) -> str:
     """``path`` if it is a directory with at least one wheel (``*.whl``): a plan that sends an
     empty or missing wheelhouse would fail inside the build, offline, with pip's words.

@@ -1,0 +1,184 @@
+"""``bake-plan wheelhouse``: fill a directory with every wheel a chain's build needs, for the
+image's Python version and each platform's wheel tags, so the build runs offline with
+``--wheelhouse DIR`` (pip in the build: ``PIP_NO_INDEX=1 PIP_FIND_LINKS=/opt/wheelhouse``).
+
+What is downloaded, per lock spec (:func:`bake.pip.lock.lock_specs`):
+
+- the lock ``<locks>/<stage>[-<arch>].txt`` when it exists (exact pins, ``--no-deps``), else the
+  chain's requirement lines, resolved by ``pip download`` with their dependencies;
+- pip and pip-tools (:data:`TOOLS`), which the built-in ``base`` Dockerfile installs into
+  ``/opt/pip-tools`` and the final stage runs.
+
+Downloads use ``pip download --only-binary=:all: --platform … --python-version …
+--implementation cp``, with the manylinux tags of the platform (:func:`platform_tags`), and
+pip's own configuration (index, proxy, certificates) plus the flags given. A pinned line that
+has no wheel for the platform is fetched as an sdist and built into a wheel on the host (right
+for pure-Python packages; a compiled one gets the host's tags and is only useful on a matching
+host). Files land in a temporary directory first; a wheel already in the wheelhouse with the same
+name and bytes is left untouched (same mtime), so BuildKit's transfer of the ``wheelhouse``
+context stays incremental (``docs/benchmarks.md``).
+"""
+
+from __future__ import annotations
+
+import filecmp
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from bake.errors import LockError, OutputError, UsageError
+from bake.pip.lock import LockSpec
+from bake.plan.names import arch_of
+
+TOOLS = ("pip>=22.2,<25.3", "pip-tools==7.4.1")
+"""What the built-in ``base`` Dockerfile installs from the wheelhouse into ``/opt/pip-tools``."""
+
+GLIBC_MAX = 36
+"""The newest glibc (2.36, Debian bookworm) whose manylinux wheels are taken."""
+
+_MANYLINUX_ARCH = {"amd64": "x86_64", "arm64": "aarch64", "ppc64le": "ppc64le", "s390x": "s390x"}
+_LEGACY = {5: "manylinux1", 12: "manylinux2010", 17: "manylinux2014"}
+
+
+def platform_tags(platform: str, glibc_max: int = GLIBC_MAX) -> List[str]:
+    """pip ``--platform`` values for ``os/arch``: ``manylinux_2_<N>_<machine>`` for N from
+    ``glibc_max`` down to 17 (5 for x86_64), with the legacy aliases (``manylinux2014_…``,
+    ``manylinux2010_…``, ``manylinux1_…``) where they exist for that machine.
+
+    :raises UsageError: a platform that is not linux or whose arch has no manylinux tags.
+    """
+    os_name, _, _ = platform.partition("/")
+    machine = _MANYLINUX_ARCH.get(arch_of(platform))
+    if os_name != "linux" or machine is None:
+        raise UsageError(f"--platform {platform}: no manylinux wheels for it (linux/{', linux/'.join(_MANYLINUX_ARCH)})")
+    lowest = 5 if machine == "x86_64" else 17
+    tags = []
+    for minor in range(glibc_max, lowest - 1, -1):
+        tags.append(f"manylinux_2_{minor}_{machine}")
+        if minor in _LEGACY and (machine == "x86_64" or minor == 17):
+            tags.append(f"{_LEGACY[minor]}_{machine}")
+    return tags
+
+
+def download_argv(python_version: str, platform: str, dest: Path, pip_args: Sequence[str] = (),
+                  python: str = sys.executable) -> List[str]:
+    """``pip download`` for binary wheels of ``platform`` (:func:`platform_tags`) and
+    ``python_version`` (``3.11``), into ``dest``; requirements are appended by the caller."""
+    tags = [arg for tag in platform_tags(platform) for arg in ("--platform", tag)]
+    return [python, "-m", "pip", "--disable-pip-version-check", "download", "--quiet", "--dest", str(dest),
+            "--only-binary=:all:", "--implementation", "cp", "--python-version", python_version,
+            *tags, *pip_args]
+
+
+Runner = Callable[..., subprocess.CompletedProcess]
+
+
+def _run(argv: List[str], runner: Runner, what: str) -> subprocess.CompletedProcess:
+    try:
+        return runner(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=3600)
+    except OSError as err:
+        raise UsageError(f"{what}: cannot run {argv[0]}: {err.strerror or err}") from None
+
+
+def _last_error(stderr: str) -> str:
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("ERROR:")]
+    return (errors or lines or ["(no output)"])[-1]
+
+
+def requirement_lines(spec: LockSpec, locks_dir: Optional[Path]) -> Tuple[List[str], bool, Optional[Path]]:
+    """The lines to download for ``spec``: ``(lines, pinned, lock path)``; from the lock file in
+    ``locks_dir`` when there is one (``pinned``: every line an exact pin), else the stages' host
+    lines (in-image paths mapped; lines with no host path and editables left out)."""
+    if locks_dir is not None:
+        path = locks_dir / spec.filename
+        if path.is_file():
+            lines = []
+            for raw in path.read_text(encoding="utf-8").splitlines():
+                line = raw.split(" #", 1)[0].strip()
+                if line and not line.startswith(("#", "-")):
+                    lines.append(line)
+            return lines, True, path
+    lines = [line.host for line in spec.lines
+             if line.host is not None and not line.host.lstrip().startswith(("-e", "--editable"))]
+    return lines, False, None
+
+
+def fill(specs: Sequence[LockSpec], out: Path, python_version: str, locks_dir: Optional[Path] = None,
+         pip_args: Sequence[str] = (), python: str = sys.executable, runner: Runner = subprocess.run,
+         report: Callable[[str], None] = lambda msg: None) -> Dict[str, int]:
+    """Download every wheel ``specs`` need into ``out`` (created), for ``python_version`` and each
+    spec's platforms, plus :data:`TOOLS`.
+
+    :returns: ``{"added": n, "kept": n, "built": n}``: wheels new in ``out``, already there with
+        the same bytes (left untouched), and built on the host from an sdist.
+    :raises LockError: pip could not find or download something (pip's last error line, the
+        platform and the Python version).
+    :raises OutputError: ``out`` cannot be made or written.
+    """
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise OutputError(f"cannot make the wheelhouse {out}: {err.strerror or err}") from None
+    counts = {"added": 0, "kept": 0, "built": 0}
+    with tempfile.TemporaryDirectory(prefix=".bake-wheelhouse-", dir=out.parent) as tmp:
+        staging = Path(tmp) / "wheels"
+        staging.mkdir()
+        for spec in specs:
+            lines, pinned, lock = requirement_lines(spec, locks_dir)
+            for platform in spec.platforms:
+                where = f"{spec.describe()} for Python {python_version} on {platform}"
+                report(f"downloading {len(lines)} {'pinned ' if pinned else ''}requirements of {where}"
+                       + (f" (from {lock})" if lock else ""))
+                base = download_argv(python_version, platform, staging, pip_args, python)
+                _download(base, lines, pinned, staging, Path(tmp), where, runner, python, pip_args, counts)
+                _download(base, list(TOOLS), False, staging, Path(tmp), f"pip and pip-tools for {where}",
+                          runner, python, pip_args, counts)
+        for wheel in sorted(staging.iterdir()):
+            target = out / wheel.name
+            if target.is_file() and filecmp.cmp(wheel, target, shallow=False):
+                counts["kept"] += 1
+                continue
+            try:
+                os.replace(wheel, target)
+            except OSError:
+                shutil.move(str(wheel), str(target))
+            counts["added"] += 1
+    return counts
+
+
+def _download(base: List[str], lines: List[str], pinned: bool, staging: Path, tmp: Path, where: str,
+              runner: Runner, python: str, pip_args: Sequence[str], counts: Dict[str, int]) -> None:
+    """One ``pip download`` of ``lines``; pinned lines without a wheel are built from their sdist."""
+    if not lines:
+        return
+    req = tmp / "requirements.txt"
+    req.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    argv = base + (["--no-deps"] if pinned else []) + ["-r", str(req)]
+    proc = _run(argv, runner, "pip download")
+    if proc.returncode == 0:
+        return
+    if not pinned:
+        raise LockError(f"pip download failed for {where}: {_last_error(proc.stderr)}")
+    # One pin at a time, so the ones with a wheel come as wheels and the rest are built.
+    for line in lines:
+        req.write_text(line + "\n", encoding="utf-8")
+        if _run(argv, runner, "pip download").returncode == 0:
+            continue
+        sdists = tmp / "sdists"
+        shutil.rmtree(sdists, ignore_errors=True)
+        fetch = [python, "-m", "pip", "--disable-pip-version-check", "download", "--quiet", "--no-deps",
+                 "--no-binary=:all:", "--dest", str(sdists), *pip_args, line]
+        got = _run(fetch, runner, "pip download")
+        if got.returncode != 0:
+            raise LockError(f"pip download failed for {line!r} of {where}: {_last_error(got.stderr)}")
+        build = [python, "-m", "pip", "--disable-pip-version-check", "wheel", "--quiet", "--no-deps",
+                 "--wheel-dir", str(staging), *pip_args, *[str(p) for p in sorted(sdists.iterdir())]]
+        built = _run(build, runner, "pip wheel")
+        if built.returncode != 0:
+            raise LockError(f"cannot build a wheel of {line!r} ({where}): {_last_error(built.stderr)}")
+        counts["built"] += 1
