@@ -146,3 +146,105 @@ def test_other_commands_do_not_need_it_to_exist(cli, tmp_path):
     (tmp_path / "bake-plan.toml").write_text('wheelhouse = "not-yet"\n')
     assert cli("stages", cwd=tmp_path).returncode == 0
     assert cli("matrix", "--target", "base", cwd=tmp_path).returncode == 0
+
+
+# `bake-plan wheelhouse`
+
+
+def test_platform_tags_cover_the_manylinux_variants():
+    from bake.pip.wheelhouse import platform_tags
+
+    amd64 = platform_tags("linux/amd64")
+    assert amd64[0] == "manylinux_2_36_x86_64" and amd64[-1] == "manylinux1_x86_64"
+    assert {"manylinux_2_28_x86_64", "manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux2010_x86_64",
+            "manylinux_2_5_x86_64"} <= set(amd64)
+    arm64 = platform_tags("linux/arm64")
+    assert "manylinux2014_aarch64" in arm64 and "manylinux_2_17_aarch64" in arm64
+    assert not any(t.startswith(("manylinux1_", "manylinux2010_", "manylinux_2_5_")) for t in arm64)
+
+
+WH_PLUGIN = """
+    from bake import Stage, hookimpl
+    from bake.resources import stage_dir
+
+    @hookimpl
+    def bake_plan_stages():
+        return [
+            Stage(name="wh-root", context=stage_dir("base"), base_image="busybox:1.36",
+                  platforms=("linux/amd64", "linux/arm64"), requirements=("beta",)),
+            Stage(name="wh-leaf", context=stage_dir("base"), parent="wh-root", platforms=("linux/amd64",),
+                  requirements=("alpha<2",)),
+        ]
+"""
+
+
+@pytest.fixture
+def index(tmp_path):
+    """A find-links directory standing in for the package index: alpha 1.0 and 2.0, beta (needs
+    alpha), and stand-ins for pip and pip-tools' wheels."""
+    src = tmp_path / "index"
+    for name, version, requires in [("alpha", "1.0", ()), ("alpha", "2.0", ()), ("beta", "1.0", ("alpha",)),
+                                    ("pip", "25.2", ()), ("pip_tools", "7.4.1", ())]:
+        make_wheel(src, name, version, requires)
+    return src
+
+
+def _wheelhouse(cli, site, tmp_path, index, *args):
+    from conftest import hermetic_pip_env
+
+    return cli("wheelhouse", "--config", "/dev/null", "--no-index", "--find-links", str(index), *args,
+               cwd=tmp_path, env=hermetic_pip_env(), pythonpath=[site])
+
+
+def test_wheelhouse_fills_from_the_lines_then_leaves_unchanged_wheels_alone(cli, make_plugin, tmp_path, index):
+    site = make_plugin(WH_PLUGIN)
+    out = tmp_path / "wh"
+    first = _wheelhouse(cli, site, tmp_path, index, "--target", "wh-leaf", "-o", str(out))
+    assert first.returncode == 0, first.stderr
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["alpha-1.0-py3-none-any.whl", "beta-1.0-py3-none-any.whl", "pip-25.2-py3-none-any.whl",
+                     "pip_tools-7.4.1-py3-none-any.whl"]
+    assert "4 wheels added, 0 unchanged" in first.stdout
+    assert "for Python 3.11 on linux/amd64" in first.stderr
+    mtimes = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    second = _wheelhouse(cli, site, tmp_path, index, "--target", "wh-leaf", "-o", str(out), "--python-version", "3.12")
+    assert second.returncode == 0, second.stderr
+    assert "0 wheels added, 4 unchanged" in second.stdout
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == mtimes
+    assert not list(tmp_path.glob(".bake-wheelhouse-*"))
+
+
+def test_wheelhouse_takes_the_lock_when_there_is_one(cli, make_plugin, tmp_path, index):
+    from conftest import hermetic_pip_env
+
+    site = make_plugin(WH_PLUGIN)
+    locks = tmp_path / "locks"
+    locked = cli("lock", "--config", "/dev/null", "--target", "wh-root", "--locks-dir", str(locks), "--no-index",
+                 "--find-links", str(index), cwd=tmp_path, env=hermetic_pip_env(), pythonpath=[site])
+    assert locked.returncode == 0, locked.stderr
+    lock = locks / "wh-root.txt"
+    lock.write_text(lock.read_text().replace("alpha==2.0", "alpha==1.0"))  # the lock, not the resolver, decides
+    out = tmp_path / "wh"
+    proc = _wheelhouse(cli, site, tmp_path, index, "--target", "wh-root", "--platform", "linux/arm64",
+                       "--locks-dir", str(locks), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "pinned requirements" in proc.stderr and "on linux/arm64" in proc.stderr
+    assert (out / "alpha-1.0-py3-none-any.whl").exists() and not (out / "alpha-2.0-py3-none-any.whl").exists()
+
+
+def test_a_package_pip_cannot_find_is_one_line_exit_1(cli, make_plugin, tmp_path, index):
+    site = make_plugin(WH_PLUGIN.replace('requirements=("alpha<2",)', 'requirements=("nosuch==1.0",)'))
+    proc = _wheelhouse(cli, site, tmp_path, index, "--target", "wh-leaf", "-o", str(tmp_path / "wh"))
+    assert proc.returncode == 1, proc.stderr
+    error = [line for line in proc.stderr.splitlines() if line.startswith("bake-plan: error:")]
+    assert len(error) == 1 and "Traceback" not in proc.stderr
+    assert "'wh-leaf' (linux/amd64) for Python 3.11 on linux/amd64" in error[0] and "nosuch" in error[0]
+    assert not list((tmp_path / "wh").glob("*.whl"))
+
+
+@pytest.mark.parametrize("version", ["3", "3.11.2", "py311", ""])
+def test_bad_python_version_is_one_line_exit_2(cli, tmp_path, version):
+    proc = cli("wheelhouse", "--config", "/dev/null", "--target", "jax", "--python-version", version, cwd=tmp_path)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "--python-version" in proc.stderr
+    assert not (tmp_path / "wheelhouse").exists()
