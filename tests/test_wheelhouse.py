@@ -5,6 +5,7 @@ the real buildx; bad values are one line, exit 2, no plan file."""
 from __future__ import annotations
 
 import datetime
+from pathlib import Path
 
 import pytest
 from conftest import make_wheel
@@ -248,3 +249,47 @@ def test_bad_python_version_is_one_line_exit_2(cli, tmp_path, version):
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "--python-version" in proc.stderr
     assert not (tmp_path / "wheelhouse").exists()
+
+
+def test_a_pin_without_a_wheel_is_built_from_its_sdist(tmp_path):
+    """pip's side is faked (the real one is in the tests above): the pins come as one download,
+    which fails; each pin again; the one with no wheel as an sdist, then ``pip wheel``."""
+    import subprocess
+
+    from bake.pip.lock import LockSpec
+    from bake.pip.wheelhouse import fill
+
+    locks = tmp_path / "locks"
+    locks.mkdir()
+    (locks / "t.txt").write_text("# bake-plan target: t\nhaswheel==1.0\n    # via -r x.in\nsdistonly==2.0\n")
+    calls = []
+
+    def runner(argv, **kwargs):
+        calls.append(argv)
+        value = lambda flag: argv[argv.index(flag) + 1]  # noqa: E731
+        wanted = ""
+        if "-r" in argv:
+            wanted = Path(value("-r")).read_text()
+        if "wheel" in argv:
+            make_wheel(Path(value("--wheel-dir")), "sdistonly", "2.0")
+            return subprocess.CompletedProcess(argv, 0, "", "")
+        if "--no-binary=:all:" in argv:
+            dest = Path(value("--dest"))
+            dest.mkdir(parents=True, exist_ok=True)
+            (dest / "sdistonly-2.0.tar.gz").write_bytes(b"sdist")
+            return subprocess.CompletedProcess(argv, 0, "", "")
+        if "sdistonly" in wanted:
+            return subprocess.CompletedProcess(argv, 1, "", "ERROR: No matching distribution found for sdistonly==2.0\n")
+        for line in wanted.split():
+            if "==" in line:
+                name, version = line.split("==")
+                make_wheel(Path(value("--dest")), name, version)
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+
+    spec = LockSpec("t", ("linux/amd64",), False, [])
+    counts = fill([spec], tmp_path / "wh", "3.11", locks_dir=locks, runner=runner)
+    assert counts["built"] == 1
+    assert {p.name for p in (tmp_path / "wh").iterdir()} >= {"haswheel-1.0-py3-none-any.whl",
+                                                              "sdistonly-2.0-py3-none-any.whl"}
+    assert any("--no-deps" in argv and "--only-binary=:all:" in argv for argv in calls)
