@@ -24,11 +24,18 @@ from bake.settings.merge import Settings
 
 def compose(settings: Settings, per_arch: bool = True) -> Composition:
     """The plan of ``settings``: plugins (less the blocked ones), stage overrides, a ``--locked``
-    plan's locks, then docker/metadata-action's bake files.
+    plan's locks, the ``--wheelhouse`` as an OCI image layout pinned by digest
+    (:func:`bake.pip.wheelhouse.oci_layout`), then docker/metadata-action's bake files.
 
     :raises bake.errors.BakePlanError: bad input, one line naming the culprit.
     """
     options = settings.plan_options(per_arch)
+    if options.wheelhouse is not None:
+        import dataclasses
+
+        from bake.pip.wheelhouse import oci_layout
+
+        options = dataclasses.replace(options, wheelhouse=oci_layout(options.wheelhouse))
     pm = get_plugin_manager(blocked=settings.blocked_plugins)
     composition = make_plan(options, pm, settings.stages, locks_dir=settings.locks_dir if settings.locked else None)
     if settings.metadata_bake_files:

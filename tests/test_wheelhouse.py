@@ -5,6 +5,8 @@ the real buildx; bad values are one line, exit 2, no plan file."""
 from __future__ import annotations
 
 import datetime
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from conftest import make_wheel
 from test_plan_buildx import assert_resolves_to_plan
 
 from bake.api import make_plan, wheelhouse_users
+from bake.pip.wheelhouse import oci_layout
 from bake.plan.compose import WHEELHOUSE_ARGS, PlanOptions, uses_named_context
 
 DATE = "2026-11-29"
@@ -100,7 +103,8 @@ def test_wheelhouse_plan_resolves_to_itself(buildx, cli, tmp_path, fmt):
     out = tmp_path / f"plan.{fmt}"
     cli("--target", "jax", "--date", DATE, "--format", fmt, "--wheelhouse", str(wh), "-o", str(out),
         cwd=tmp_path, check=True)
-    plan = _plan(tmp_path, "jax", str(wh))
+    plan = _plan(tmp_path, "jax", oci_layout(str(wh)))
+    assert plan["target"]["jax"]["contexts"]["wheelhouse"].startswith(f"oci-layout://{wh}/.bake-plan-oci@sha256:")
     assert_resolves_to_plan(buildx.print_plan(out, cwd=tmp_path), plan)
 
 
@@ -108,7 +112,7 @@ def test_relative_flag_is_from_the_current_directory(cli, tmp_path):
     make_wheel(tmp_path / "wh", "alpha", "1.0")
     proc = cli("--target", "base", "--date", DATE, "--format", "json", "--wheelhouse", "wh", "-o", "-",
                cwd=tmp_path, check=True)
-    assert '"wheelhouse": "%s"' % (tmp_path / "wh") in proc.stdout
+    assert '"wheelhouse": "oci-layout://%s/.bake-plan-oci@sha256:' % (tmp_path / "wh") in proc.stdout
 
 
 def test_relative_config_value_is_from_the_file(cli, tmp_path):
@@ -117,7 +121,7 @@ def test_relative_config_value_is_from_the_file(cli, tmp_path):
     sub = tmp_path / "project" / "sub"
     sub.mkdir()
     proc = cli("--target", "base", "--date", DATE, "--format", "json", "-o", "-", cwd=sub, check=True)
-    assert '"wheelhouse": "%s"' % (tmp_path / "project" / "wh") in proc.stdout
+    assert '"wheelhouse": "oci-layout://%s/.bake-plan-oci@sha256:' % (tmp_path / "project" / "wh") in proc.stdout
     shown = cli("config", cwd=sub, check=True).stdout
     assert f'wheelhouse = "{tmp_path / "project" / "wh"}"' in shown
 
@@ -293,3 +297,41 @@ def test_a_pin_without_a_wheel_is_built_from_its_sdist(tmp_path):
     assert {p.name for p in (tmp_path / "wh").iterdir()} >= {"haswheel-1.0-py3-none-any.whl",
                                                               "sdistonly-2.0-py3-none-any.whl"}
     assert any("--no-deps" in argv and "--only-binary=:all:" in argv for argv in calls)
+
+
+def test_the_layout_is_made_again_only_when_the_wheels_change(tmp_path):
+    import tarfile
+
+    wh = tmp_path / "wh"
+    make_wheel(wh, "alpha", "1.0")
+    first = oci_layout(str(wh))
+    blobs = wh / ".bake-plan-oci" / "blobs" / "sha256"
+    made = {p.name: p.stat().st_mtime_ns for p in blobs.iterdir()}
+    assert oci_layout(str(wh)) == first
+    assert {p.name: p.stat().st_mtime_ns for p in blobs.iterdir()} == made
+    make_wheel(wh, "beta", "1.0")
+    second = oci_layout(str(wh))
+    assert second != first and len(list(blobs.iterdir())) == 3  # the old blobs are gone
+    index = json.loads((wh / ".bake-plan-oci" / "index.json").read_text())
+    assert "@" + index["manifests"][0]["digest"] == second[second.index("@"):]
+    manifest = json.loads((blobs / second.split(":")[-1]).read_text())
+    layer = blobs / manifest["layers"][0]["digest"].split(":")[1]
+    with tarfile.open(layer) as tar:
+        assert sorted(tar.getnames()) == ["alpha-1.0-py3-none-any.whl", "beta-1.0-py3-none-any.whl"]
+        assert {m.mtime for m in tar.getmembers()} == {0}
+    os.utime(wh / "alpha-1.0-py3-none-any.whl", ns=(1, 1))  # same bytes, new mtime: same digest
+    assert oci_layout(str(wh)) == second
+
+
+def test_a_read_only_wheelhouse_is_one_line(cli, tmp_path):
+    wh = tmp_path / "wh"
+    make_wheel(wh, "alpha", "1.0")
+    os.chmod(wh, 0o555)
+    try:
+        if os.access(wh, os.W_OK):
+            pytest.skip("running as a user who can write anywhere")
+        proc = cli("--target", "base", "--wheelhouse", str(wh), "-o", str(tmp_path / "plan.hcl"), cwd=tmp_path)
+    finally:
+        os.chmod(wh, 0o755)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "cannot write the wheelhouse's image layout" in proc.stderr

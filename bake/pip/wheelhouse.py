@@ -22,15 +22,19 @@ context stays incremental (``docs/benchmarks.md``).
 from __future__ import annotations
 
 import filecmp
+import hashlib
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from bake.errors import LockError, OutputError, UsageError
+from bake.output import write_atomic
 from bake.pip.lock import LockSpec
 from bake.plan.names import arch_of
 
@@ -182,3 +186,94 @@ def _download(base: List[str], lines: List[str], pinned: bool, staging: Path, tm
         if built.returncode != 0:
             raise LockError(f"cannot build a wheel of {line!r} ({where}): {_last_error(built.stderr)}")
         counts["built"] += 1
+
+
+LAYOUT_DIR = ".bake-plan-oci"
+"""Under the wheelhouse: the OCI image layout of its wheels (:func:`oci_layout`)."""
+
+_LAYER = "application/vnd.oci.image.layer.v1.tar"
+
+
+class _Hashing:
+    """A write-only file that hashes what goes through it (sha256) and counts its bytes."""
+
+    def __init__(self, handle):
+        self.handle, self.sha, self.size = handle, hashlib.sha256(), 0
+
+    def write(self, data):
+        self.sha.update(data)
+        self.size += len(data)
+        return self.handle.write(data)
+
+
+def oci_layout(wheelhouse: str) -> str:
+    """The wheelhouse as a named-context value that BuildKit fetches by content, not by file:
+    ``oci-layout://<wheelhouse>/.bake-plan-oci@sha256:…``, an OCI image layout of one
+    uncompressed layer holding every ``*.whl`` at its root (mtimes 0, owner root). BuildKit keeps
+    the layer by its digest, so an unchanged wheelhouse is not sent again, whatever the buildx
+    state or the files' mtimes (``docs/benchmarks.md``).
+
+    The layout is made anew only when the wheels' names, sizes or mtimes changed since
+    (``state.json`` beside it); then the old blobs are removed.
+
+    :raises OutputError: the layout cannot be written (a read-only wheelhouse).
+    """
+    root = Path(wheelhouse)
+    layout = root / LAYOUT_DIR
+    wheels = sorted(p for p in root.iterdir() if p.name.endswith(".whl") and p.is_file())
+    listing = [[p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in wheels]
+    state = layout / "state.json"
+    try:
+        old = json.loads(state.read_text(encoding="utf-8"))
+        digest = old["digest"]
+        if old["files"] == listing and (layout / "blobs" / "sha256" / digest.split(":", 1)[1]).is_file():
+            return f"oci-layout://{layout}@{digest}"
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
+        pass
+    try:
+        digest = _write_layout(layout, wheels)
+        write_atomic(str(state), json.dumps({"files": listing, "digest": digest}) + "\n")
+    except OSError as err:
+        raise OutputError(f"cannot write the wheelhouse's image layout {layout}: {err.strerror or err}") from None
+    return f"oci-layout://{layout}@{digest}"
+
+
+def _write_layout(layout: Path, wheels: List[Path]) -> str:
+    blobs = layout / "blobs" / "sha256"
+    blobs.mkdir(parents=True, exist_ok=True)
+
+    def put(data: bytes) -> str:
+        digest = hashlib.sha256(data).hexdigest()
+        (blobs / digest).write_bytes(data)
+        return digest
+
+    with tempfile.NamedTemporaryFile(dir=blobs, prefix=".layer-", delete=False) as handle:
+        hashing = _Hashing(handle)
+        with tarfile.open(fileobj=hashing, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+            for wheel in wheels:
+                info = tar.gettarinfo(str(wheel), arcname=wheel.name)
+                info.mtime, info.uid, info.gid, info.uname, info.gname, info.mode = 0, 0, 0, "", "", 0o644
+                with open(wheel, "rb") as data:
+                    tar.addfile(info, data)
+    layer = hashing.sha.hexdigest()
+    os.replace(handle.name, blobs / layer)
+    config = json.dumps({"architecture": "amd64", "os": "linux", "config": {},
+                         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer}"]}}).encode()
+    config_digest = put(config)
+    manifest = json.dumps({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": f"sha256:{config_digest}",
+                   "size": len(config)},
+        "layers": [{"mediaType": _LAYER, "digest": f"sha256:{layer}", "size": hashing.size}],
+    }).encode()
+    manifest_digest = put(manifest)
+    (layout / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}', encoding="utf-8")
+    index = {"schemaVersion": 2, "manifests": [{
+        "mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": f"sha256:{manifest_digest}",
+        "size": len(manifest), "annotations": {"org.opencontainers.image.ref.name": "wheelhouse"}}]}
+    write_atomic(str(layout / "index.json"), json.dumps(index) + "\n")
+    keep = {layer, config_digest, manifest_digest}
+    for blob in blobs.iterdir():
+        if blob.name not in keep:
+            blob.unlink()
+    return f"sha256:{manifest_digest}"

@@ -49,7 +49,9 @@ class PlanOptions:
     :param secrets: build secrets every target may mount (bake's ``secret`` attribute): only their
         ids and the names of their variables or files are written, never a value.
     :param not_secret: arg and label names that look like credentials but are not.
-    :param wheelhouse: an absolute directory of wheels (``--wheelhouse``): every target of a stage
+    :param wheelhouse: the ``wheelhouse`` context value: an absolute directory of wheels, or (what
+        the command line gives, :func:`bake.pip.wheelhouse.oci_layout`) ``oci-layout://DIR@sha256:…``
+        of them (``--wheelhouse``): every target of a stage
         in ``wheelhouse_users`` gets it as the named context ``wheelhouse`` (replacing the stage's
         own) and the args ``PIP_NO_INDEX=1``, ``PIP_FIND_LINKS=/opt/wheelhouse``, so pip in the
         build installs only from it.
