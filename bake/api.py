@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Dict, Optional, Sequence
+from typing import Dict, FrozenSet, Optional, Sequence
 
 import pluggy
 
 from bake.errors import StageError
-from bake.plan.compose import Composition, PlanOptions, compose
+from bake.plan.compose import WHEELHOUSE, Composition, PlanOptions, compose, uses_named_context
 from bake.plan.overrides import StageOverride, apply_overrides
 from bake.plan.plugins import Hooks, get_plugin_manager
 from bake.plan.render import to_hcl, to_json
 from bake.plan.stage import Stage
+from bake.plan.validate import is_context_url
 from bake.plan.variants import expand
 from bake.resources import template_path
 
@@ -57,6 +58,8 @@ def make_plan(
 
     hooks = Hooks(pm if pm is not None else get_plugin_manager())
     stages = collect_stages(hooks, overrides)
+    if options.wheelhouse is not None:
+        options = dataclasses.replace(options, wheelhouse_users=wheelhouse_users(stages))
     composition = compose(stages, options, hooks)
     if locks_dir is not None:
         from bake.pip.lock import locked_contexts
@@ -72,6 +75,29 @@ def make_plan(
         raise StageError(f"{where}target '{tname}', {path}: holds the value of secret '{spec.id}' ({source}); "
                          f"{SECRET_HINT}")
     return composition
+
+
+def dockerfile_text(stage: Stage) -> Optional[str]:
+    """The text of a stage's Dockerfile (inline, or ``dockerfile`` under a directory ``context``);
+    ``None`` when it cannot be read here (a remote context, a missing file)."""
+    if stage.dockerfile_inline is not None:
+        return stage.dockerfile_inline
+    path = Path(stage.dockerfile)
+    if not path.is_absolute():
+        if is_context_url(str(stage.context)):
+            return None
+        path = Path(stage.context) / path
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def wheelhouse_users(stages: Dict[str, Stage]) -> FrozenSet[str]:
+    """Names of the stages whose Dockerfile uses the ``wheelhouse`` named context
+    (:func:`bake.plan.compose.uses_named_context`): the ones ``--wheelhouse`` is given to."""
+    return frozenset(name for name, stage in stages.items()
+                     if uses_named_context(dockerfile_text(stage) or "", WHEELHOUSE))
 
 
 def _targets_of(stage) -> list:

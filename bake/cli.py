@@ -1,5 +1,5 @@
 """The command line: ``bake-plan [plan] --target T…``, ``build``, ``publish``, ``matrix``, ``lock``,
-``bump``, ``stages``, ``graph``, ``config``: argparse → :func:`bake.settings.merge.gather` (flags,
+``wheelhouse``, ``bump``, ``stages``, ``graph``, ``config``: argparse → :func:`bake.settings.merge.gather` (flags,
 configuration file and environment, checked once) → one function of :mod:`bake.commands`.
 
 The core raises :class:`bake.errors.BakePlanError`; only this module prints and picks exit
@@ -24,7 +24,7 @@ from bake.settings import values
 from bake.settings.merge import gather
 from bake.version import __version__
 
-COMMANDS = ("plan", "build", "publish", "matrix", "lock", "bump", "stages", "graph", "config")
+COMMANDS = ("plan", "build", "publish", "matrix", "lock", "bump", "stages", "graph", "config", "wheelhouse")
 DEFAULT_LOCKS_DIR = "locks"
 FORMATS = ("hcl", "json")
 GRAPH_FORMATS = ("mermaid", "markdown", "dot")
@@ -78,6 +78,9 @@ def _plan_arguments() -> argparse.ArgumentParser:
     common.add_argument("--locked", action="store_true",
                         help="the final stage of each --target installs exactly its lock from the locks "
                              "directory (made by `bake-plan lock`) instead of compiling")
+    common.add_argument("--wheelhouse", metavar="DIR",
+                        help="a directory of wheels: every stage whose Dockerfile uses the 'wheelhouse' context "
+                             "gets it, and pip in the build installs only from it (no index)")
     _locks_dir_argument(common)
     _sources_argument(common)
     return common
@@ -120,13 +123,33 @@ def _lock_arguments() -> argparse.ArgumentParser:
                            "Default: uv resolves for the Python the stage declares (python = \"3.10\") and "
                            "each arch, with no such interpreter needed; a stage that declares none is "
                            "compiled by the Python running bake-plan")
-    pip = lock.add_argument_group("passed to pip-compile")
+    _pip_index_arguments(lock.add_argument_group("passed to pip-compile"))
+    return lock
+
+
+def _pip_index_arguments(pip) -> None:
     pip.add_argument("-i", "--index-url", metavar="URL")
     pip.add_argument("--extra-index-url", action="append", default=[], metavar="URL")
     pip.add_argument("-f", "--find-links", action="append", default=[], metavar="URL")
     pip.add_argument("--no-index", action="store_true")
     pip.add_argument("--trusted-host", action="append", default=[], metavar="HOST")
-    return lock
+
+
+def _wheelhouse_arguments() -> argparse.ArgumentParser:
+    parser = _Parser(add_help=False)
+    _config_argument(parser)
+    parser.add_argument("--target", "-t", action="append", metavar="T",
+                        help="stage whose chain's wheels to fetch (repeatable). Default: the configuration's targets")
+    parser.add_argument("--platform", action="append", default=[], metavar="P",
+                        help="os/arch to fetch wheels for (repeatable); default: every platform the stage builds for")
+    parser.add_argument("-o", "--output", metavar="DIR",
+                        help="the wheelhouse to fill (default: the configuration's wheelhouse, else ./wheelhouse)")
+    parser.add_argument("--python-version", metavar="3.N",
+                        help="the image's Python version the wheels are for (default: the stage's python, else 3.11)")
+    _locks_dir_argument(parser)
+    _sources_argument(parser)
+    _pip_index_arguments(parser.add_argument_group("passed to pip download"))
+    return parser
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -169,6 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.add_argument("--wave", type=int, metavar="N", help="only the jobs of wave N")
     sub.add_parser("lock", parents=[_lock_arguments()],
                    help="compile the chain's requirements on the host into <locks>/<target>.txt")
+    sub.add_parser("wheelhouse", parents=[_wheelhouse_arguments()],
+                   help="download the wheels the chain's build needs (its lock, else its lines; pip and "
+                        "pip-tools) for the image's Python and each platform, for --wheelhouse")
     bump = sub.add_parser("bump", help="move each source's commit to the head of its tracking ref")
     bump.add_argument("names", nargs="*", metavar="NAME", help="sources to bump (default: all)")
     _sources_argument(bump)
@@ -202,7 +228,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 COMMAND_FUNCTIONS = {"plan": commands.plan, "build": commands.build, "publish": commands.publish,
                      "matrix": commands.matrix, "lock": commands.lock, "bump": commands.bump,
-                     "stages": commands.stages, "graph": commands.graph, "config": commands.config}
+                     "stages": commands.stages, "graph": commands.graph, "config": commands.config,
+                     "wheelhouse": commands.wheelhouse}
 
 
 def _known_secrets(given: dict) -> list:

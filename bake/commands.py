@@ -25,11 +25,18 @@ from bake.settings.merge import Settings
 
 def compose(settings: Settings, per_arch: bool = True) -> Composition:
     """The plan of ``settings``: plugins (less the blocked ones), stage overrides, a ``--locked``
-    plan's locks, then docker/metadata-action's bake files.
+    plan's locks, the ``--wheelhouse`` as an OCI image layout pinned by digest
+    (:func:`bake.pip.wheelhouse.oci_layout`), then docker/metadata-action's bake files.
 
     :raises bake.errors.BakePlanError: bad input, one line naming the culprit.
     """
     options = settings.plan_options(per_arch)
+    if options.wheelhouse is not None:
+        import dataclasses
+
+        from bake.pip.wheelhouse import oci_layout
+
+        options = dataclasses.replace(options, wheelhouse=oci_layout(options.wheelhouse))
     pm = get_plugin_manager(blocked=settings.blocked_plugins)
     composition = make_plan(options, pm, settings.stages, locks_dir=settings.locks_dir if settings.locked else None)
     if settings.metadata_bake_files:
@@ -152,6 +159,26 @@ def lock(settings: Settings) -> int:
         if not spec.lines:
             print(f"bake-plan: note: the stages of '{spec.target}' declare no requirement lines; "
                   "lines their Dockerfiles write at build time are not seen on the host", file=sys.stderr)
+    return 0
+
+
+def wheelhouse(settings: Settings) -> int:
+    """``bake-plan wheelhouse``: download every wheel the requested stages' chains need (the lock
+    when there is one, else the requirement lines; pip and pip-tools) for ``--python-version`` and
+    each platform, into ``-o DIR`` (default the configured wheelhouse, else ``./wheelhouse``).
+    :returns: 0; pip's failure raises :class:`bake.errors.LockError` (exit 1)."""
+    from pathlib import Path
+
+    from bake.pip.lock import lock_specs
+    from bake.pip.wheelhouse import fill
+
+    composition = compose(settings)
+    specs = [spec for name in composition.requested for spec in lock_specs(composition, name)]
+    out = Path(settings.output or settings.wheelhouse or "wheelhouse").absolute()
+    counts = fill(specs, out, settings.python_version, locks_dir=Path(settings.locks_dir),
+                  pip_args=settings.pip_args, report=lambda msg: print(f"bake-plan: {msg}", file=sys.stderr))
+    print(f"bake-plan: wheelhouse {out}: {counts['added']} wheels added, {counts['kept']} unchanged, "
+          f"{counts['built']} built from sdists; build with --wheelhouse {out}")
     return 0
 
 

@@ -73,7 +73,7 @@ def test_two_outputs_on_one_file_are_refused(cli, tmp_path, args, needle):
 
 
 @pytest.mark.engine
-def test_a_report_lost_after_the_build_ran_is_exit_1(cli, engine, make_plugin, tmp_path, small_filesystem):
+def test_a_report_lost_after_the_build_ran_is_exit_1(cli, engine, make_plugin, tmp_path, small_filesystem):  # noqa: F811
     fs = small_filesystem()
     summary = fs / "summary.md"
     summary.write_text("")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import re
 from typing import Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
 from bake.errors import StageError, UsageError, did_you_mean
@@ -48,6 +49,14 @@ class PlanOptions:
     :param secrets: build secrets every target may mount (bake's ``secret`` attribute): only their
         ids and the names of their variables or files are written, never a value.
     :param not_secret: arg and label names that look like credentials but are not.
+    :param wheelhouse: the ``wheelhouse`` context value: an absolute directory of wheels, or (what
+        the command line gives, :func:`bake.pip.wheelhouse.oci_layout`) ``oci-layout://DIR@sha256:…``
+        of them (``--wheelhouse``): every target of a stage
+        in ``wheelhouse_users`` gets it as the named context ``wheelhouse`` (replacing the stage's
+        own) and the args ``PIP_NO_INDEX=1``, ``PIP_FIND_LINKS=/opt/wheelhouse``, so pip in the
+        build installs only from it.
+    :param wheelhouse_users: names of the stages whose Dockerfile uses the ``wheelhouse`` context
+        (:func:`uses_named_context`; :func:`bake.api.make_plan` reads the Dockerfiles).
     """
 
     targets: Tuple[str, ...]
@@ -63,6 +72,8 @@ class PlanOptions:
     per_arch: bool = True
     secrets: Tuple[SecretSpec, ...] = ()
     not_secret: FrozenSet[str] = frozenset()
+    wheelhouse: Optional[str] = None
+    wheelhouse_users: FrozenSet[str] = frozenset()
 
     @property
     def arch(self) -> Optional[str]:
@@ -84,6 +95,25 @@ class Composition:
     inherited_tags: Dict[str, List[str]] = dataclasses.field(default_factory=dict)
     """Target → the tags it inherits from docker/metadata-action's bake file (``publish`` merges
     those too)."""
+
+
+WHEELHOUSE = "wheelhouse"
+"""The named context a Dockerfile mounts its wheels from (``stages/base/Dockerfile``)."""
+WHEELHOUSE_MOUNT = "/opt/wheelhouse"
+"""Where the built-in Dockerfiles mount the ``wheelhouse`` context."""
+WHEELHOUSE_ARGS = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": WHEELHOUSE_MOUNT}
+"""The args that make pip in the build install only from the mounted wheelhouse."""
+
+
+def uses_named_context(dockerfile: str, name: str) -> bool:
+    """Whether a Dockerfile's text uses the named context ``name``: a stage of that name
+    (``FROM scratch AS wheelhouse``, the placeholder a named context replaces), a mount from it
+    (``RUN --mount=…,from=wheelhouse``) or a copy from it (``COPY --from=wheelhouse``).
+    Case-insensitive, as the Dockerfile frontend is; comments are not read."""
+    text = "\n".join(line for line in dockerfile.splitlines() if not line.lstrip().startswith("#"))
+    n = re.escape(name)
+    return bool(re.search(rf"(?im)^\s*FROM\s+(?:--\S+\s+)*\S+\s+AS\s+{n}\s*$", text)
+                or re.search(rf"(?im)[\s,=-]from={n}(?=[\s,]|$)", text))
 
 
 def target_names(stage: Stage) -> List[Tuple[str, str]]:
@@ -395,6 +425,9 @@ def _target(stage: Stage, tname: str, flavor: str, platforms: List[str], ctx: _C
         # other stages (BuildKit's checks resolve them all).
         contexts["mealkit"] = "target:" + output_target(stage)
     contexts.update(stage.contexts)
+    wheelhouse = options.wheelhouse is not None and stage.name in options.wheelhouse_users
+    if wheelhouse:
+        contexts[WHEELHOUSE] = options.wheelhouse
     if flavor == FLAVOR_FINAL:
         for locked, directory in options.pip_locks:
             if locked == stage.name:
@@ -411,6 +444,8 @@ def _target(stage: Stage, tname: str, flavor: str, platforms: List[str], ctx: _C
     key = ctx.cache_key(stage, flavor)
     args = stage.build_args()
     args["CACHE_SILO"] = key
+    if wheelhouse:
+        args.update(WHEELHOUSE_ARGS)
     # buildx passes an ambient SOURCE_DATE_EPOCH to every build as an arg unless the plan sets
     # one, so the plan sets it: the same plan resolves the same under any environment.
     args.setdefault("SOURCE_DATE_EPOCH", str(source_date_epoch(options.date)))

@@ -82,6 +82,7 @@ SCHEMA: Dict[str, Any] = {
     "cache-from-branch": "value",
     "pull": "bool",
     "metadata-targets": "strs",
+    "wheelhouse": "value",
     "plugins": {"enable": "strs", "disable": "strs"},
     "stages": ("each", _STAGE),
 }

@@ -25,6 +25,7 @@ from bake.settings import values
 from bake.settings.file import CONFIG_FILE, PYPROJECT, FileConfig, bare_or_quoted, load
 
 DEFAULT = "default"
+"""The Python version ``bake-plan wheelhouse`` fetches wheels for without ``--python-version``."""
 
 FLAGS = {
     "registry": "--registry",
@@ -35,6 +36,7 @@ FLAGS = {
     "cache-from-branch": "--cache-from-branch",
     "metadata-targets": "--metadata-targets",
     "pull": "--pull",
+    "wheelhouse": "--wheelhouse",
 }
 """Configuration keys a command-line flag can set too, and the flag."""
 
@@ -42,6 +44,7 @@ _FLAG_VALUES = {  # configuration key → the command line's name for it (argpar
     "registry": "registry", "platforms": "platform", "date": "date", "targets": "target",
     "base-images": "base_image", "cache-from-branch": "cache_from_branch", "metadata-targets": "metadata_targets",
     "pull": "pull",
+    "wheelhouse": "wheelhouse",
 }
 
 DEFAULTS: Dict[str, Any] = {
@@ -53,12 +56,16 @@ DEFAULTS: Dict[str, Any] = {
     "cache-from-branch": None,
     "metadata-targets": (),  # the requested stages' final targets
     "pull": None,  # on with --push
+    "wheelhouse": None,  # pip in the build uses the stages' own settings (an index)
     "plugins.enable": None,  # every installed plugin
     "plugins.disable": (),
 }
 
-TARGET_COMMANDS = ("plan", "build", "publish", "matrix", "lock", "graph")
+TARGET_COMMANDS = ("plan", "build", "publish", "matrix", "lock", "graph", "wheelhouse")
 """Commands that work on targets: they need one, a date and the plugins."""
+
+WHEELHOUSE_COMMANDS = ("plan", "build")
+"""Commands whose plan sends the wheelhouse (``--wheelhouse``, ``wheelhouse = "DIR"``) to the build."""
 
 _PIP_OPTIONS = (("index_url", "--index-url"), ("extra_index_url", "--extra-index-url"),
                 ("find_links", "--find-links"), ("no_index", "--no-index"), ("trusted_host", "--trusted-host"))
@@ -88,6 +95,8 @@ class Settings:
     digest, ``secrets``, ``metadata_bake_files``, ``format``, ``output``, ``locked``,
     ``locks_dir``, ``sources`` the manifest), build (``push``, ``pull``, ``load``, ``builder``, ``metadata_file``, ``sitrep_dir``),
     publish (``dry_run``), matrix (``format``, ``wave``), lock (``python``, ``pip_args``), bump (``names``),
+    wheelhouse (``wheelhouse`` the directory, also plan and build's; ``python_version``; ``pip_args``;
+    ``output``; ``locks_dir``),
     graph and config (``format``, ``output``).
     """
 
@@ -126,6 +135,8 @@ class Settings:
     python: Optional[str] = None
     pip_args: Tuple[str, ...] = ()
     names: Tuple[str, ...] = ()
+    wheelhouse: Optional[str] = None
+    python_version: Optional[str] = None
 
     def __getitem__(self, key: str) -> Any:
         """A merged configuration value by its key (``registry``, ``plugins.enable``…)."""
@@ -141,6 +152,7 @@ class Settings:
             base_images=self.base_images, cache_from_branch=self.cache_from_branch,
             cache_branch=self.cache_branch, from_registry=self.from_registry, digests=dict(self.digests),
             secrets=self.secrets, not_secret=self.not_secret, per_arch=per_arch,
+            wheelhouse=self.wheelhouse if self.command in WHEELHOUSE_COMMANDS else None,
         )
 
 
@@ -181,6 +193,10 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
     if (command in TARGET_COMMANDS and provenance["metadata-targets"].source == FLAGS["metadata-targets"]
             and not flag("metadata_bake_file")):
         raise UsageError("--metadata-targets needs --metadata-bake-file (the file docker/metadata-action writes)")
+    wheelhouse = provenance["wheelhouse"].value
+    if wheelhouse is not None and command in WHEELHOUSE_COMMANDS:
+        source = provenance["wheelhouse"].source
+        wheelhouse = values.existing_wheelhouse(wheelhouse, source if source.startswith("--") else f"{source}: wheelhouse")
     cache_branch = flag("cache_branch")
     blocked = ()
     if command in TARGET_COMMANDS or command == "stages":
@@ -199,7 +215,9 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
         push=bool(flag("push")), dry_run=bool(flag("dry_run")), pull=_pull(provenance["pull"].value, bool(flag("push"))), load=bool(flag("load")), builder=flag("builder"),
         metadata_file=Path(flag("metadata_file")) if flag("metadata_file") else None,
         sitrep_dir=Path(flag("sitrep_dir") or "."), wave=flag("wave"), python=flag("python"),
-        pip_args=_pip_args(given),
+        pip_args=_pip_args(given), wheelhouse=wheelhouse,
+        python_version=values.python_version(flag("python_version"), "--python-version")
+        if flag("python_version") is not None else None,
     )
 
 
@@ -214,7 +232,8 @@ def _merge(file: Optional[FileConfig], given: Mapping[str, Any]) -> Dict[str, Se
                     merged[f"plugins.{sub}"] = Setting(values.names(listed), file.where("plugins"))
             elif key != "stages":
                 where = f"{file.name}: [{file.table}] {key}" if file.table else f"{file.name}: {key}"
-                merged[key] = Setting(_parse(key, value, where), file.where())
+                base = file.path.resolve().parent if key == "wheelhouse" else None
+                merged[key] = Setting(_parse(key, value, where, base), file.where())
     for key, dest in _FLAG_VALUES.items():
         value = given.get(dest)
         if value is None or (key in ("platforms", "base-images") and not value):
@@ -225,8 +244,11 @@ def _merge(file: Optional[FileConfig], given: Mapping[str, Any]) -> Dict[str, Se
     return merged
 
 
-def _parse(key: str, value: Any, where: str) -> Any:
-    """One configuration key's value through its parser (:mod:`bake.settings.values`)."""
+def _parse(key: str, value: Any, where: str, base: Optional[Path] = None) -> Any:
+    """One configuration key's value through its parser (:mod:`bake.settings.values`); ``base``:
+    the directory a relative path in it is taken from (the file's; default the current one)."""
+    if key == "wheelhouse":
+        return values.wheelhouse(value, where, base)
     if key == "registry":
         return values.registry(value, where)
     if key == "platforms":

@@ -181,6 +181,48 @@ def secrets(values: Sequence[str], where: str = "--secret") -> Tuple[SecretSpec,
     return tuple(specs)
 
 
+def wheelhouse(value: str, where: str, base: Optional[Path] = None) -> str:
+    """A wheelhouse directory (``--wheelhouse``, ``wheelhouse = "DIR"``) as an absolute path: a
+    relative one is taken from ``base`` (the configuration file's directory), else from the
+    current directory. Whether it exists is checked by :func:`existing_wheelhouse`, where a
+    build needs it (``bake-plan wheelhouse`` creates it).
+
+    :raises UsageError: (from a flag) or :class:`ConfigError` (from a file) an empty value.
+    """
+    _filled(value, where)
+    path = Path(value).expanduser()
+    if not path.is_absolute():
+        path = (base or Path.cwd()) / path
+    return os.path.normpath(str(path))
+
+
+_PYTHON_VERSION = re.compile(r"3\.\d{1,3}\Z")
+
+
+def python_version(value: str, where: str) -> str:
+    """A Python ``3.N`` version (``--python-version``), as pip's ``--python-version`` takes it.
+
+    :raises UsageError: empty, or not ``3.N``.
+    """
+    _filled(value, where)
+    if not _PYTHON_VERSION.match(value):
+        raise error(where, f"{value!r} is not a Python version like 3.11")
+    return value
+
+
+def existing_wheelhouse(path: str, where: str) -> str:
+    """``path`` if it is a directory with at least one wheel (``*.whl``): a plan that sends an
+    empty or missing wheelhouse would fail inside the build, offline, with pip's words.
+
+    :raises UsageError: (flag) / :class:`ConfigError` (file): not a directory, or no wheel in it.
+    """
+    if not os.path.isdir(path):
+        raise error(where, f"{path}: no such directory (make one: bake-plan wheelhouse --target T -o {path})")
+    if not any(name.endswith(".whl") for name in os.listdir(path)):
+        raise error(where, f"{path}: holds no wheel (fill it: bake-plan wheelhouse --target T -o {path})")
+    return path
+
+
 def existing_file(value: str, where: str, what: str) -> Path:
     """A path that must name a file now (``--sources``, ``--parent-report``)."""
     if not os.path.isfile(value):

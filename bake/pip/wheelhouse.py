@@ -1,0 +1,285 @@
+"""``bake-plan wheelhouse``: fill a directory with every wheel a chain's build needs, for the
+image's Python version and each platform's wheel tags, so the build runs offline with
+``--wheelhouse DIR`` (pip in the build: ``PIP_NO_INDEX=1 PIP_FIND_LINKS=/opt/wheelhouse``).
+
+What is downloaded, per lock spec (:func:`bake.pip.lock.lock_specs`):
+
+- the lock ``<locks>/<stage>[-<arch>].txt`` when it exists (exact pins, ``--no-deps``), else the
+  chain's requirement lines, resolved by ``pip download`` with their dependencies;
+- pip and pip-tools (:data:`TOOLS`), which the built-in ``base`` Dockerfile installs into
+  ``/opt/pip-tools`` and the final stage runs.
+
+Downloads use ``pip download --only-binary=:all: --platform … --python-version …
+--implementation cp``, with the manylinux tags of the platform (:func:`platform_tags`), and
+pip's own configuration (index, proxy, certificates) plus the flags given. A pinned line that
+has no wheel for the platform is fetched as an sdist and built into a wheel on the host (right
+for pure-Python packages; a compiled one gets the host's tags and is only useful on a matching
+host). Files land in a temporary directory first; a wheel already in the wheelhouse with the same
+name and bytes is left untouched (same mtime), so BuildKit's transfer of the ``wheelhouse``
+context stays incremental (``docs/benchmarks.md``).
+"""
+
+from __future__ import annotations
+
+import filecmp
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from bake.errors import LockError, OutputError, UsageError
+from bake.output import write_atomic
+from bake.pip.lock import LockSpec
+from bake.plan.names import arch_of
+
+TOOLS = ("pip>=22.2,<25.3", "pip-tools==7.4.1")
+"""What the built-in ``base`` Dockerfile installs from the wheelhouse into ``/opt/pip-tools``."""
+
+GLIBC_MAX = 36
+"""The newest glibc (2.36, Debian bookworm) whose manylinux wheels are taken."""
+
+_MANYLINUX_ARCH = {"amd64": "x86_64", "arm64": "aarch64", "ppc64le": "ppc64le", "s390x": "s390x"}
+_LEGACY = {5: "manylinux1", 12: "manylinux2010", 17: "manylinux2014"}
+
+
+def platform_tags(platform: str, glibc_max: int = GLIBC_MAX) -> List[str]:
+    """pip ``--platform`` values for ``os/arch``: ``manylinux_2_<N>_<machine>`` for N from
+    ``glibc_max`` down to 17 (5 for x86_64), with the legacy aliases (``manylinux2014_…``,
+    ``manylinux2010_…``, ``manylinux1_…``) where they exist for that machine.
+
+    :raises UsageError: a platform that is not linux or whose arch has no manylinux tags.
+    """
+    os_name, _, _ = platform.partition("/")
+    machine = _MANYLINUX_ARCH.get(arch_of(platform))
+    if os_name != "linux" or machine is None:
+        raise UsageError(f"--platform {platform}: no manylinux wheels for it (linux/{', linux/'.join(_MANYLINUX_ARCH)})")
+    lowest = 5 if machine == "x86_64" else 17
+    tags = []
+    for minor in range(glibc_max, lowest - 1, -1):
+        tags.append(f"manylinux_2_{minor}_{machine}")
+        if minor in _LEGACY and (machine == "x86_64" or minor == 17):
+            tags.append(f"{_LEGACY[minor]}_{machine}")
+    return tags
+
+
+def download_argv(python_version: str, platform: str, dest: Path, pip_args: Sequence[str] = (),
+                  python: str = sys.executable) -> List[str]:
+    """``pip download`` for binary wheels of ``platform`` (:func:`platform_tags`) and
+    ``python_version`` (``3.11``), into ``dest``; requirements are appended by the caller."""
+    tags = [arg for tag in platform_tags(platform) for arg in ("--platform", tag)]
+    return [python, "-m", "pip", "--disable-pip-version-check", "download", "--quiet", "--dest", str(dest),
+            "--only-binary=:all:", "--implementation", "cp", "--python-version", python_version,
+            *tags, *pip_args]
+
+
+Runner = Callable[..., subprocess.CompletedProcess]
+
+
+def _run(argv: List[str], runner: Runner, what: str) -> subprocess.CompletedProcess:
+    try:
+        return runner(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=3600)
+    except OSError as err:
+        raise UsageError(f"{what}: cannot run {argv[0]}: {err.strerror or err}") from None
+
+
+def _last_error(stderr: str) -> str:
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("ERROR:")]
+    return (errors or lines or ["(no output)"])[-1]
+
+
+def requirement_lines(spec: LockSpec, locks_dir: Optional[Path]) -> Tuple[List[str], bool, Optional[Path]]:
+    """The lines to download for ``spec``: ``(lines, pinned, lock path)``; from the lock file in
+    ``locks_dir`` when there is one (``pinned``: every line an exact pin), else the stages' host
+    lines (in-image paths mapped; lines with no host path and editables left out)."""
+    if locks_dir is not None:
+        path = locks_dir / spec.filename
+        if path.is_file():
+            lines = []
+            for raw in path.read_text(encoding="utf-8").splitlines():
+                line = raw.split(" #", 1)[0].strip()
+                if line and not line.startswith(("#", "-")):
+                    lines.append(line)
+            return lines, True, path
+    lines = [line.host for line in spec.lines
+             if line.host is not None and not line.host.lstrip().startswith(("-e", "--editable"))]
+    return lines, False, None
+
+
+DEFAULT_PYTHON_VERSION = "3.11"
+"""The Python wheels are fetched for when neither ``--python-version`` nor the stage says."""
+
+
+def fill(specs: Sequence[LockSpec], out: Path, python_version: Optional[str], locks_dir: Optional[Path] = None,
+         pip_args: Sequence[str] = (), python: str = sys.executable, runner: Runner = subprocess.run,
+         report: Callable[[str], None] = lambda msg: None) -> Dict[str, int]:
+    """Download every wheel ``specs`` need into ``out`` (created), for ``python_version`` (default:
+    the Python each chain's stage declares, else :data:`DEFAULT_PYTHON_VERSION`) and each spec's
+    platforms, plus :data:`TOOLS`.
+
+    :returns: ``{"added": n, "kept": n, "built": n}``: wheels new in ``out``, already there with
+        the same bytes (left untouched), and built on the host from an sdist.
+    :raises LockError: pip could not find or download something (pip's last error line, the
+        platform and the Python version).
+    :raises OutputError: ``out`` cannot be made or written.
+    """
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise OutputError(f"cannot make the wheelhouse {out}: {err.strerror or err}") from None
+    counts = {"added": 0, "kept": 0, "built": 0}
+    with tempfile.TemporaryDirectory(prefix=".bake-wheelhouse-", dir=out.parent) as tmp:
+        staging = Path(tmp) / "wheels"
+        staging.mkdir()
+        for spec in specs:
+            lines, pinned, lock = requirement_lines(spec, locks_dir)
+            version = python_version or spec.python or DEFAULT_PYTHON_VERSION
+            for platform in spec.platforms:
+                where = f"{spec.describe()} for Python {version} on {platform}"
+                report(f"downloading {len(lines)} {'pinned ' if pinned else ''}requirements of {where}"
+                       + (f" (from {lock})" if lock else ""))
+                base = download_argv(version, platform, staging, pip_args, python)
+                _download(base, lines, pinned, staging, Path(tmp), where, runner, python, pip_args, counts)
+                _download(base, list(TOOLS), False, staging, Path(tmp), f"pip and pip-tools for {where}",
+                          runner, python, pip_args, counts)
+        for wheel in sorted(staging.iterdir()):
+            target = out / wheel.name
+            if target.is_file() and filecmp.cmp(wheel, target, shallow=False):
+                counts["kept"] += 1
+                continue
+            try:
+                os.replace(wheel, target)
+            except OSError:
+                shutil.move(str(wheel), str(target))
+            counts["added"] += 1
+    return counts
+
+
+def _download(base: List[str], lines: List[str], pinned: bool, staging: Path, tmp: Path, where: str,
+              runner: Runner, python: str, pip_args: Sequence[str], counts: Dict[str, int]) -> None:
+    """One ``pip download`` of ``lines``; pinned lines without a wheel are built from their sdist."""
+    if not lines:
+        return
+    req = tmp / "requirements.txt"
+    req.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    argv = base + (["--no-deps"] if pinned else []) + ["-r", str(req)]
+    proc = _run(argv, runner, "pip download")
+    if proc.returncode == 0:
+        return
+    if not pinned:
+        raise LockError(f"pip download failed for {where}: {_last_error(proc.stderr)}")
+    # One pin at a time, so the ones with a wheel come as wheels and the rest are built.
+    for line in lines:
+        req.write_text(line + "\n", encoding="utf-8")
+        if _run(argv, runner, "pip download").returncode == 0:
+            continue
+        sdists = tmp / "sdists"
+        shutil.rmtree(sdists, ignore_errors=True)
+        fetch = [python, "-m", "pip", "--disable-pip-version-check", "download", "--quiet", "--no-deps",
+                 "--no-binary=:all:", "--dest", str(sdists), *pip_args, line]
+        got = _run(fetch, runner, "pip download")
+        if got.returncode != 0:
+            raise LockError(f"pip download failed for {line!r} of {where}: {_last_error(got.stderr)}")
+        build = [python, "-m", "pip", "--disable-pip-version-check", "wheel", "--quiet", "--no-deps",
+                 "--wheel-dir", str(staging), *pip_args, *[str(p) for p in sorted(sdists.iterdir())]]
+        built = _run(build, runner, "pip wheel")
+        if built.returncode != 0:
+            raise LockError(f"cannot build a wheel of {line!r} ({where}): {_last_error(built.stderr)}")
+        counts["built"] += 1
+
+
+LAYOUT_DIR = ".bake-plan-oci"
+"""Under the wheelhouse: the OCI image layout of its wheels (:func:`oci_layout`)."""
+
+_LAYER = "application/vnd.oci.image.layer.v1.tar"
+
+
+class _Hashing:
+    """A write-only file that hashes what goes through it (sha256) and counts its bytes."""
+
+    def __init__(self, handle):
+        self.handle, self.sha, self.size = handle, hashlib.sha256(), 0
+
+    def write(self, data):
+        self.sha.update(data)
+        self.size += len(data)
+        return self.handle.write(data)
+
+
+def oci_layout(wheelhouse: str) -> str:
+    """The wheelhouse as a named-context value that BuildKit fetches by content, not by file:
+    ``oci-layout://<wheelhouse>/.bake-plan-oci@sha256:…``, an OCI image layout of one
+    uncompressed layer holding every ``*.whl`` at its root (mtimes 0, owner root). BuildKit keeps
+    the layer by its digest, so an unchanged wheelhouse is not sent again, whatever the buildx
+    state or the files' mtimes (``docs/benchmarks.md``).
+
+    The layout is made anew only when the wheels' names, sizes or mtimes changed since
+    (``state.json`` beside it); then the old blobs are removed.
+
+    :raises OutputError: the layout cannot be written (a read-only wheelhouse).
+    """
+    root = Path(wheelhouse)
+    layout = root / LAYOUT_DIR
+    wheels = sorted(p for p in root.iterdir() if p.name.endswith(".whl") and p.is_file())
+    listing = [[p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in wheels]
+    state = layout / "state.json"
+    try:
+        old = json.loads(state.read_text(encoding="utf-8"))
+        digest = old["digest"]
+        if old["files"] == listing and (layout / "blobs" / "sha256" / digest.split(":", 1)[1]).is_file():
+            return f"oci-layout://{layout}@{digest}"
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
+        pass
+    try:
+        digest = _write_layout(layout, wheels)
+        write_atomic(str(state), json.dumps({"files": listing, "digest": digest}) + "\n")
+    except OSError as err:
+        raise OutputError(f"cannot write the wheelhouse's image layout {layout}: {err.strerror or err}") from None
+    return f"oci-layout://{layout}@{digest}"
+
+
+def _write_layout(layout: Path, wheels: List[Path]) -> str:
+    blobs = layout / "blobs" / "sha256"
+    blobs.mkdir(parents=True, exist_ok=True)
+
+    def put(data: bytes) -> str:
+        digest = hashlib.sha256(data).hexdigest()
+        (blobs / digest).write_bytes(data)
+        return digest
+
+    with tempfile.NamedTemporaryFile(dir=blobs, prefix=".layer-", delete=False) as handle:
+        hashing = _Hashing(handle)
+        with tarfile.open(fileobj=hashing, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+            for wheel in wheels:
+                info = tar.gettarinfo(str(wheel), arcname=wheel.name)
+                info.mtime, info.uid, info.gid, info.uname, info.gname, info.mode = 0, 0, 0, "", "", 0o644
+                with open(wheel, "rb") as data:
+                    tar.addfile(info, data)
+    layer = hashing.sha.hexdigest()
+    os.replace(handle.name, blobs / layer)
+    config = json.dumps({"architecture": "amd64", "os": "linux", "config": {},
+                         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer}"]}}).encode()
+    config_digest = put(config)
+    manifest = json.dumps({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": f"sha256:{config_digest}",
+                   "size": len(config)},
+        "layers": [{"mediaType": _LAYER, "digest": f"sha256:{layer}", "size": hashing.size}],
+    }).encode()
+    manifest_digest = put(manifest)
+    (layout / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}', encoding="utf-8")
+    index = {"schemaVersion": 2, "manifests": [{
+        "mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": f"sha256:{manifest_digest}",
+        "size": len(manifest), "annotations": {"org.opencontainers.image.ref.name": "wheelhouse"}}]}
+    write_atomic(str(layout / "index.json"), json.dumps(index) + "\n")
+    keep = {layer, config_digest, manifest_digest}
+    for blob in blobs.iterdir():
+        if blob.name not in keep:
+            blob.unlink()
+    return f"sha256:{manifest_digest}"

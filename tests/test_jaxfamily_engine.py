@@ -1,0 +1,134 @@
+"""The reference family of real packages (``tests/packages/bake-plan-jaxfamily``: jax, jaxlib,
+flax; einops in a child) end to end on the test engine: ``bake-plan wheelhouse`` fetches its
+wheels with pip's own configuration (cached between runs), ``bake-plan lock`` locks it from that
+wheelhouse, ``bake-plan build --locked --wheelhouse`` builds it offline for linux/amd64, the image
+imports jax and holds exactly the lock; later builds of the same plan, even from a fresh buildx
+state, re-send < 1 % of the wheelhouse (BuildKit's own progress: the layer of the wheelhouse's
+OCI layout, ``bake.pip.wheelhouse.oci_layout``).
+
+The wheelhouse is kept under ``$BAKE_PLAN_TEST_CACHE`` (default ``~/.cache/bake-plan-tests``)
+with a stamp of what it was filled for: a warm cache downloads nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, console_script, hermetic_pip_env
+
+from bake.pip.wheelhouse import TOOLS
+
+pytestmark = pytest.mark.engine
+
+FAMILY = ROOT / "tests" / "packages" / "bake-plan-jaxfamily"
+STAND_IN_PYTHON = "stand-in/python:bookworm"
+FAMILY_BASE = "python:3.11-slim-bookworm"
+DATE = "2026-11-29"
+CACHE = Path(os.environ.get("BAKE_PLAN_TEST_CACHE", Path.home() / ".cache" / "bake-plan-tests"))
+PIP_TOOLS_NAMES = {"pip", "setuptools", "wheel"}  # pip freeze leaves these out
+
+
+@pytest.fixture(scope="module")
+def jax_site(tmp_path_factory):
+    site = tmp_path_factory.mktemp("jaxfamily-site")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site),
+                    str(FAMILY)], check=True, timeout=300)
+    return site
+
+
+def _stamp() -> str:
+    """What the cached wheelhouse was filled for: the family's plugin module and the tools."""
+    data = (FAMILY / "bake_plan_jaxfamily" / "__init__.py").read_bytes() + repr(TOOLS).encode()
+    return hashlib.sha256(data).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def jax_wheelhouse(cli, jax_site):
+    """The family's wheelhouse, from the package index through pip's own configuration, once."""
+    house = CACHE / "jaxfamily-wheelhouse"
+    stamp = house / ".bake-plan-tests-stamp"
+    if not (stamp.is_file() and stamp.read_text() == _stamp()):
+        env = dict(os.environ, PYTHONPATH=str(jax_site))
+        cli("wheelhouse", "--target", "jx-child", "-o", str(house), "--config", os.devnull,
+            env=env, check=True)
+        stamp.write_text(_stamp())
+    return house
+
+
+def _bake_plan(*args, cwd, env) -> subprocess.CompletedProcess:
+    """The installed console script, with room for a real build (the ``cli`` fixture allows 120 s)."""
+    return subprocess.run([str(console_script()), *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=900)
+
+
+def _pins(lines) -> dict:
+    out = {}
+    for line in lines:
+        line = line.split(" #", 1)[0].strip()
+        if not line or line.startswith(("#", "-")) or "==" not in line:
+            continue
+        name, version = line.split("==", 1)
+        out[re.sub(r"[-_.]+", "-", name.strip().lower())] = version.strip()
+    return out
+
+
+def _transferred(log: str, layer: str) -> int:
+    """Bytes of the wheelhouse's layer blob (``sha256:<layer> N / M``) that a ``--progress=plain``
+    log shows sent to the engine, plus any ``transferring wheelhouse: N`` (a directory context);
+    0 when the engine had it already."""
+    units = {"B": 1, "kB": 1e3, "MB": 1e6, "GB": 1e9}
+    found = re.findall(rf"sha256:{layer} ([\d.]+)([kMG]?B) / ", log)
+    found += re.findall(r"transferring wheelhouse: ([\d.]+)([kMG]?B)", log)
+    return int(max([float(n) * units[u] for n, u in found], default=0))
+
+
+def test_jax_family_builds_offline_locked_from_the_wheelhouse(engine, cli, jax_site, jax_wheelhouse, tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(jax_site))
+    locks = tmp_path / "locks"
+    cli("lock", "--target", "jx-child", "--locks-dir", str(locks), "--config", os.devnull,
+        "--no-index", "--find-links", str(jax_wheelhouse), env=hermetic_pip_env(env), check=True)
+    lock = _pins((locks / "jx-child.txt").read_text().splitlines())
+    assert {"jax", "jaxlib", "flax", "einops", "optax"} <= set(lock)
+
+    namespace = f"{engine.registry}/jx{uuid.uuid4().hex[:8]}"
+    started = time.monotonic()
+    proc = _bake_plan("build", "--target", "jx-child", "--locked", "--locks-dir", str(locks), "--wheelhouse",
+               str(jax_wheelhouse), "--platform", "linux/amd64", "--registry", namespace, "--date", DATE,
+               "--load", "--base-image", f"{FAMILY_BASE}={engine.registry}/{STAND_IN_PYTHON}",
+               "--config", os.devnull, "--sitrep-dir", str(tmp_path / "sitrep"), cwd=tmp_path, env=env)
+    print(f"bake-plan build: {time.monotonic() - started:.1f} s")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    image = f"{namespace}/jx-child:latest-amd64"
+    ran = engine.docker("run", "--rm", "--network", "none", image, "python", "-c",
+                        "import jax; print(jax.numpy.ones(2).sum())")
+    assert ran.stdout.strip() == "2.0"
+    frozen = _pins(engine.docker("run", "--rm", image, "pip", "freeze").stdout.splitlines())
+    assert frozen == {k: v for k, v in lock.items() if k not in PIP_TOOLS_NAMES}
+
+    # The same plan again, through buildx with a fresh local state: later builds re-send under
+    # 1 % of the wheelhouse. The first one sends the layer only if the engine never had it.
+    size = sum(f.stat().st_size for f in jax_wheelhouse.glob("*.whl"))
+    plan_text = (tmp_path / "docker-bake.hcl").read_text()
+    layout = re.search(r"oci-layout://([^@\"]+)@(sha256:[0-9a-f]{64})", plan_text)
+    assert layout, "the plan does not give the wheelhouse as an OCI layout"
+    manifest = json.loads((Path(layout.group(1)) / "blobs" / "sha256" / layout.group(2)[7:]).read_text())
+    layer = manifest["layers"][0]["digest"][7:]
+    bx_env = dict(os.environ, BUILDX_CONFIG=str(tmp_path / "buildx"), BUILDX_BAKE_ENTITLEMENTS_FS="0")
+    sent = []
+    for _ in range(3):
+        run = subprocess.run(["docker", "buildx", "bake", "-f", str(tmp_path / "docker-bake.hcl"),
+                              "--progress=plain"], cwd=tmp_path, env=bx_env, capture_output=True, text=True,
+                             timeout=600)
+        assert run.returncode == 0, run.stderr[-3000:]
+        sent.append(_transferred(run.stderr, layer))
+    print(json.dumps({"wheelhouse_bytes": size, "first_sent": sent[0], "second_sent": sent[1], "third_sent": sent[2]}))
+    assert max(sent[1:]) < 0.01 * size, sent
