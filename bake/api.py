@@ -13,7 +13,8 @@ from typing import Dict, FrozenSet, Optional, Sequence
 import pluggy
 
 from bake.errors import StageError
-from bake.plan.compose import WHEELHOUSE, Composition, PlanOptions, compose, uses_named_context
+from bake.plan.compose import (LOCKED_ARG, PIP_LOCK, WHEELHOUSE, Composition, PlanOptions, compose, ignores_lock,
+                               uses_named_context)
 from bake.plan.overrides import StageOverride, apply_overrides
 from bake.plan.plugins import Hooks, get_plugin_manager
 from bake.plan.render import to_hcl, to_json
@@ -65,6 +66,13 @@ def make_plan(
         from bake.pip.lock import locked_contexts
 
         pip_locks = locked_contexts(composition, Path(locks_dir))
+        for name, _ in pip_locks:
+            stage = stages[name]
+            lacking = ignores_lock(dockerfile_text(stage) or f"FROM x AS {PIP_LOCK}\nARG {LOCKED_ARG}")
+            if lacking:  # (a Dockerfile that cannot be read here is left to bake-pip-finalize)
+                raise StageError(f"plugin '{stage.plugin}', stage '{stage.name}': --locked, but its Dockerfile "
+                                 f"{lacking}, so its final stage would compile afresh and ignore the lock "
+                                 "(docs/plugins.md has the final-stage template)")
         composition = compose(stages, dataclasses.replace(options, pip_locks=pip_locks), hooks)
     found = find_secret_values(composition.plan, options.secrets)
     if found:

@@ -458,3 +458,26 @@ def test_a_locked_plan_passes_the_locked_arg_to_the_final_target_only(lock_cli, 
     targets = json.loads((tmp_path / "plan.json").read_text())["target"]
     assert targets["lt-e"]["args"]["BAKE_PIP_LOCKED"] == "1"
     assert all("BAKE_PIP_LOCKED" not in targets[t]["args"] for t in ("lt-e-mealkit", "lt-a", "lt-a-mealkit"))
+
+
+@pytest.mark.parametrize("dockerfile, lacking", [
+    ("FROM busybox AS mealkit\nFROM mealkit AS final\nRUN bake-pip-finalize\n", "does not mount the pip-lock context"),
+    ("FROM busybox AS mealkit\nFROM scratch AS pip-lock\nFROM mealkit AS final\n"
+     "RUN --mount=type=bind,from=pip-lock,target=/opt/pip-lock bake-pip-finalize\n",
+     "does not declare ARG BAKE_PIP_LOCKED"),
+], ids=["no-mount", "no-arg"])
+def test_locked_is_refused_for_a_final_stage_that_would_ignore_the_lock(cli, make_plugin, tmp_path, dockerfile, lacking):
+    site = make_plugin(f"""
+from bake import Stage, hookimpl
+@hookimpl
+def bake_plan_stages():
+    return [Stage(name="nolock", image="nolock", base_image="busybox", context={str(tmp_path)!r},
+                  platforms=("linux/amd64",), dockerfile_inline={dockerfile!r})]
+""", name="nolock-plugin")
+    assert cli("lock", "--target", "nolock", cwd=tmp_path, pythonpath=[site]).returncode == 0
+    proc = cli("--target", "nolock", "--locked", cwd=tmp_path, pythonpath=[site])
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.stderr.strip() == (f"bake-plan: error: plugin 'nolock-plugin', stage 'nolock': --locked, but its "
+                                   f"Dockerfile {lacking}, so its final stage would compile afresh and ignore the "
+                                   "lock (docs/plugins.md has the final-stage template)")
+    assert not (tmp_path / "docker-bake.hcl").exists()

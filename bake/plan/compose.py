@@ -105,6 +105,24 @@ WHEELHOUSE_ARGS = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": WHEELHOUSE_MOUNT}
 """The args that make pip in the build install only from the mounted wheelhouse."""
 
 
+PIP_LOCK = "pip-lock"
+"""The named context a ``--locked`` final stage gets its lock from (mounted at /opt/pip-lock)."""
+
+LOCKED_ARG = "BAKE_PIP_LOCKED"
+"""The build arg that tells ``bake-pip-finalize`` a lock must be mounted."""
+
+
+def ignores_lock(dockerfile: str) -> Optional[str]:
+    """What a Dockerfile lacks for ``--locked`` to reach its final stage (it mounts the
+    ``pip-lock`` context and declares ``ARG BAKE_PIP_LOCKED``), or ``None`` when it has both."""
+    if not uses_named_context(dockerfile, PIP_LOCK):
+        return f"does not mount the {PIP_LOCK} context"
+    text = "\n".join(line for line in dockerfile.splitlines() if not line.lstrip().startswith("#"))
+    if not re.search(rf"(?im)^\s*ARG\s+{LOCKED_ARG}\b", text):
+        return f"does not declare ARG {LOCKED_ARG}"
+    return None
+
+
 def uses_named_context(dockerfile: str, name: str) -> bool:
     """Whether a Dockerfile's text uses the named context ``name``: a stage of that name
     (``FROM scratch AS wheelhouse``, the placeholder a named context replaces), a mount from it
@@ -449,8 +467,8 @@ def _target(stage: Stage, tname: str, flavor: str, platforms: List[str], ctx: _C
     # buildx passes an ambient SOURCE_DATE_EPOCH to every build as an arg unless the plan sets
     # one, so the plan sets it: the same plan resolves the same under any environment.
     args.setdefault("SOURCE_DATE_EPOCH", str(source_date_epoch(options.date)))
-    if "pip-lock" in contexts and flavor == FLAVOR_FINAL:
-        args["BAKE_PIP_LOCKED"] = "1"  # bake-pip-finalize fails when the lock is not mounted
+    if PIP_LOCK in contexts and flavor == FLAVOR_FINAL:
+        args[LOCKED_ARG] = "1"  # bake-pip-finalize fails when the lock is not mounted
     target["args"] = args
 
     labels = {
