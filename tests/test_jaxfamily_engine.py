@@ -96,8 +96,10 @@ def test_jax_family_builds_offline_locked_from_the_wheelhouse(engine, cli, jax_s
     locks = tmp_path / "locks"
     cli("lock", "--target", "jx-child", "--locks-dir", str(locks), "--config", os.devnull,
         "--no-index", "--find-links", str(jax_wheelhouse), env=hermetic_pip_env(env), check=True)
-    lock = _pins((locks / "jx-child.txt").read_text().splitlines())
+    lock_text = (locks / "jx-child.txt").read_text()
+    lock = _pins(lock_text.splitlines())
     assert {"jax", "jaxlib", "flax", "einops", "optax"} <= set(lock)
+    assert "resolver: uv" in lock_text and "python-platform: x86_64-manylinux_2_28" in lock_text  # the stage's Python
 
     namespace = f"{engine.registry}/jx{uuid.uuid4().hex[:8]}"
     started = time.monotonic()
@@ -132,3 +134,13 @@ def test_jax_family_builds_offline_locked_from_the_wheelhouse(engine, cli, jax_s
         sent.append(_transferred(run.stderr, layer))
     print(json.dumps({"wheelhouse_bytes": size, "first_sent": sent[0], "second_sent": sent[1], "third_sent": sent[2]}))
     assert max(sent[1:]) < 0.01 * size, sent
+
+    # Unlocked, the image compiles its own lock (pip-compile in its final stage, same wheelhouse):
+    # the host's lock, made by uv for the stage's Python and platform, has the same pins.
+    proc = _bake_plan("build", "--target", "jx-child", "--wheelhouse", str(jax_wheelhouse), "--platform",
+                      "linux/amd64", "--registry", namespace, "--date", DATE, "--load", "--base-image",
+                      f"{FAMILY_BASE}={engine.registry}/{STAND_IN_PYTHON}", "--config", os.devnull,
+                      "--sitrep-dir", str(tmp_path / "sitrep-unlocked"), "-o", "unlocked.hcl", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    own = _pins(engine.docker("run", "--rm", image, "pip", "freeze").stdout.splitlines())
+    assert own == frozen

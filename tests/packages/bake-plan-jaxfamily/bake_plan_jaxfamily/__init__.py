@@ -26,7 +26,7 @@ CHILD_REQUIREMENTS = ("einops==0.8.2",)
 def bake_plan_stages():
     common = dict(registry="localhost:5555/jaxfamily", platforms=("linux/amd64",))
     return [
-        Stage(name="jx-root", image="jx-root", context=stage_dir("base"), base_image=BASE_IMAGE,
+        Stage(name="jx-root", image="jx-root", context=stage_dir("base"), base_image=BASE_IMAGE, python=PYTHON,
               requirements=ROOT_REQUIREMENTS, args={"APT_PACKAGES": "python3 python3-venv"},
               contexts={"scripts": str(stages_dir() / "scripts")}, **common),
         Stage(name="jx-child", image="jx-child", parent="jx-root", context=HERE / "jx-child",
