@@ -481,3 +481,23 @@ def bake_plan_stages():
                                    f"Dockerfile {lacking}, so its final stage would compile afresh and ignore the "
                                    "lock (docs/plugins.md has the final-stage template)")
     assert not (tmp_path / "docker-bake.hcl").exists()
+
+
+def test_locked_refuses_a_lock_made_for_another_python_than_the_stage_declares(cli, make_plugin, tmp_path):
+    site = make_plugin("""
+from bake import Stage, hookimpl
+from bake.resources import stage_dir
+@hookimpl
+def bake_plan_stages():
+    return [Stage(name="py-other", image="py-other", base_image="python:3.11-slim", python="3.11",
+                  context=str(stage_dir("base")), platforms=("linux/amd64",))]
+""", name="py-other")
+    assert cli("lock", "--target", "py-other", cwd=tmp_path, pythonpath=[site]).returncode == 0
+    lock = tmp_path / "locks" / "py-other.txt"
+    assert "# bake-plan python: 3.11" in lock.read_text()
+    lock.write_text(lock.read_text().replace("# bake-plan python: 3.11", "# bake-plan python: 3.9"))
+    proc = cli("--target", "py-other", "--locked", cwd=tmp_path, pythonpath=[site])
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        "bake-plan: error: --locked: locks/py-other.txt was made for Python 3.9, the image of 'py-other' has "
+        "Python 3.11 (the stage's python): run `bake-plan lock --target py-other`"), proc.stderr
+    assert not (tmp_path / "docker-bake.hcl").exists()

@@ -180,11 +180,13 @@ def test_bump_unknown_source_name(cli, repos, tmp_path):
     (("[one]", '[one]\npatches = ["pull/1/head", "pull/1/head"]'), "[one]: patches name 'pull/1/head' twice"),
     (("[one]", '[one]\nmirror_url = "has space"'), "[one]: mirror_url 'has space' must be"),
     (("[one]", '[one]\nmirror_url = "https://me:s3cret@example.com/x.git"'), "[one]: mirror_url carries credentials"),
+    (("[one]", '[one]\nmirror_url = "-u/tmp/evil.sh"'), "[one]: mirror_url '-u/tmp/evil.sh' starts with '-'"),
     (("[two]", "[two"), "not valid TOML"),
+    (("[two]", "[two\udcff]"), "not UTF-8"),
 ])
 def test_a_malformed_manifest_is_one_line(cli, repos, tmp_path, change, needle):
     path = _manifest(tmp_path, repos)
-    path.write_text(path.read_text().replace(*change))
+    path.write_bytes(path.read_text().replace(*change).encode("utf-8", "surrogateescape"))
     _one_line_error(cli("bump", "--sources", str(path), cwd=tmp_path), str(path), needle)
 
 

@@ -643,7 +643,7 @@ def locked_contexts(composition: Composition, locks_dir: Path) -> Tuple[Tuple[st
 
     :returns: ``(stage name, absolute context directory)`` pairs for :class:`bake.plan.compose.PlanOptions`.
     :raises UsageError: a lock is missing, is another stage's, does not cover a platform of the plan,
-        is out of date (the stages' lines changed since), or skipped in-image lines.
+        was made for another Python than the stage declares, is out of date (the stages' lines changed since), or skipped in-image lines.
     """
     pairs = []
     for name in composition.requested:
@@ -663,6 +663,10 @@ def locked_contexts(composition: Composition, locks_dir: Path) -> Tuple[Tuple[st
             if missing:
                 raise UsageError(f"--locked: {path} covers {', '.join(covered) or 'no platform'}, "
                                  f"not {', '.join(missing)}: {again}")
+            made_for = ".".join((head.get("python") or [""])[0].split(".")[:2])
+            if spec.python and made_for != spec.python:
+                raise UsageError(f"--locked: {path} was made for Python {made_for or '(unknown)'}, the image of "
+                                 f"'{name}' has Python {spec.python} (the stage's python): {again}")
             if head.get("inputs") != [spec.digest]:
                 raise UsageError(f"--locked: {path} is out of date (the requirement lines of the chain of "
                                  f"'{name}' changed since it was made): {again}")

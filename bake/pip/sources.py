@@ -170,6 +170,9 @@ def parse_manifest(text: str, where: str, base_dir: Optional[str] = None) -> Dic
             value = table[k]
             if not isinstance(value, str) or not value or any(c in value for c in "#\n\r \t"):
                 raise SourcesError(f"{here}: {k} {value!r} must be a non-empty string without '#' or spaces")
+        for k in ("url", "mirror_url", "tracking_ref"):
+            if k in table and table[k].startswith("-"):  # git would read it as an option
+                raise SourcesError(f"{here}: {k} {table[k]!r} starts with '-': git would take it for an option")
         for k in ("url", "mirror_url"):
             if k in table and _USERINFO.match(table[k]):
                 raise SourcesError(f"{here}: {k} carries credentials (user:password@); plans pass it as a build "
@@ -192,6 +195,16 @@ def parse_manifest(text: str, where: str, base_dir: Optional[str] = None) -> Dic
 _cache: Dict[Tuple[str, int, int], Dict[str, ManifestSource]] = {}
 
 
+def _read(file: Path) -> str:
+    """The manifest's text. :raises SourcesError: it cannot be read, or is not UTF-8 (TOML is)."""
+    try:
+        return file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise SourcesError(f"the sources manifest {file}: not UTF-8: {err}") from None
+    except OSError as err:
+        raise SourcesError(f"cannot read the sources manifest {file}: {err.strerror or err}") from None
+
+
 def load_manifest(path: Optional[Union[str, Path]] = None) -> Dict[str, ManifestSource]:
     """Read the manifest (default :func:`manifest_path`); cached while the file is unchanged.
 
@@ -202,7 +215,7 @@ def load_manifest(path: Optional[Union[str, Path]] = None) -> Dict[str, Manifest
         stat = file.stat()
         key = (str(file.resolve()), stat.st_mtime_ns, stat.st_size)
         if key not in _cache:
-            _cache[key] = parse_manifest(file.read_text(encoding="utf-8"), str(file), str(file.resolve().parent))
+            _cache[key] = parse_manifest(_read(file), str(file), str(file.resolve().parent))
     except OSError as err:
         raise SourcesError(f"cannot read the sources manifest {file}: {err.strerror or err}") from None
     return _cache[key]
@@ -490,10 +503,7 @@ def bump(names: Sequence[str] = (), path: Optional[Union[str, Path]] = None,
     """
     file = Path(path) if path is not None else manifest_path()
     where = str(file)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as err:
-        raise SourcesError(f"cannot read the sources manifest {file}: {err.strerror or err}") from None
+    text = _read(file)
     manifest = parse_manifest(text, where, str(file.resolve().parent))
     selected = [lookup(manifest, name, where) for name in names] if names else list(manifest.values())
     selected = [manifest[key] for key in manifest if any(s.key == key for s in selected)]

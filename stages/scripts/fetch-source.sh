@@ -54,7 +54,7 @@ case "$mode" in
     if [ -e "$dest" ] && [ -n "$(ls -A "$dest" 2>/dev/null)" ]; then
       die "destination '${dest}' exists and is not empty"
     fi
-    git clone --quiet "$url" "$dest"
+    git clone --quiet -- "$url" "$dest"  # "--": a URL never reads as an option
     # A branch or tag is checked out directly; a commit that no branch or tag
     # reaches (e.g. a PR head) is fetched explicitly, then checked out detached.
     if ! git -C "$dest" checkout --quiet "$ref" 2>/dev/null; then
