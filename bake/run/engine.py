@@ -254,6 +254,15 @@ def _last_line(err) -> str:
     return lines[-1].removeprefix("ERROR: ").strip() if lines else ""
 
 
+def _raise_if_unanswered(err, what: str, ref: str, timeout_s: float) -> None:
+    """For a registry call run under :func:`_registry_docker`: :raises EngineError: the docker CLI
+    is missing; :raises RegistryError: the registry did not answer within ``timeout_s``."""
+    if err.return_code == _NOT_FOUND:
+        raise EngineError("the docker CLI was not found") from None
+    if err.return_code == _TIMED_OUT:
+        raise RegistryError(f"{what}: the registry {_registry_of(ref)} did not answer within {timeout_s:g} s") from None
+
+
 def image_exists(ref: str, timeout_s: float = REGISTRY_TIMEOUT_S) -> bool:
     """True when ``ref`` resolves in its registry (``docker buildx imagetools inspect``).
 
@@ -268,11 +277,7 @@ def image_exists(ref: str, timeout_s: float = REGISTRY_TIMEOUT_S) -> bool:
         _registry_docker(timeout_s).buildx.imagetools.inspect(ref)
         return True
     except DockerException as err:
-        if err.return_code == _NOT_FOUND:
-            raise EngineError("the docker CLI was not found") from None
-        if err.return_code == _TIMED_OUT:
-            raise RegistryError(f"cannot check {ref}: the registry {_registry_of(ref)} did not answer "
-                                f"within {timeout_s:g} s") from None
+        _raise_if_unanswered(err, f"cannot check {ref}", ref, timeout_s)
         last = _last_line(err)
         if last.endswith("not found") or "manifest unknown" in last or "name unknown" in last.lower():
             return False
@@ -293,11 +298,7 @@ def create_manifest(tag: str, sources: Sequence[str], timeout_s: float = REGISTR
     try:
         _registry_docker(timeout_s).buildx.imagetools.create(sources=list(sources), tags=[tag])
     except DockerException as err:
-        if err.return_code == _NOT_FOUND:
-            raise EngineError("the docker CLI was not found") from None
-        if err.return_code == _TIMED_OUT:
-            raise RegistryError(f"imagetools create {tag} failed: the registry {_registry_of(tag)} did not answer "
-                                f"within {timeout_s:g} s") from None
+        _raise_if_unanswered(err, f"imagetools create {tag} failed", tag, timeout_s)
         raise RegistryError(f"imagetools create {tag} failed: {_last_line(err)}") from None
     except FileNotFoundError as err:
         raise EngineError(f"the docker CLI was not found: {err}") from None
