@@ -335,3 +335,27 @@ def test_a_read_only_wheelhouse_is_one_line(cli, tmp_path):
         os.chmod(wh, 0o755)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "cannot write the wheelhouse's image layout" in proc.stderr
+
+
+def test_markers_hold_for_the_images_python_not_the_hosts(cli, make_plugin, tmp_path):
+    """pip evaluates markers for the Python running it, whatever --python-version says: for a
+    stage on Python 3.9 on this (newer) host, a line and a dependency whose markers hold only
+    before 3.10 are fetched too, with their own dependencies; for the host's Python they are not."""
+    import sys
+
+    if sys.version_info[:2] < (3, 10):
+        pytest.skip("needs a host Python of 3.10 or later")
+    index = tmp_path / "index"
+    for name, version, requires in [("alpha", "1.0", ()), ("beta", "1.0", ('alpha; python_version < "3.10"',)),
+                                    ("gamma", "1.0", ("delta",)), ("delta", "1.0", ()),
+                                    ("pip", "25.2", ()), ("pip_tools", "7.4.1", ())]:
+        make_wheel(index, name, version, requires)
+    for python, want in [("3.9", {"alpha", "beta", "gamma", "delta"}),
+                         (".".join(map(str, sys.version_info[:2])), {"beta"})]:
+        site = make_plugin(WH_PLUGIN.replace(
+            'requirements=("alpha<2",)', f"""requirements=("beta", 'gamma; python_version < "3.10"'), python={python!r}"""))
+        out = tmp_path / f"wh{python}"
+        proc = _wheelhouse(cli, site, tmp_path, index, "--target", "wh-leaf", "-o", str(out))
+        assert proc.returncode == 0, proc.stderr
+        assert f"for Python {python} on linux/amd64" in proc.stderr
+        assert {p.name.split("-")[0] for p in out.glob("*.whl")} == want | {"pip", "pip_tools"}, python

@@ -7,7 +7,9 @@ What is downloaded, per lock spec (:func:`bake.pip.lock.lock_specs`):
 - the lock ``<locks>/<stage>[-<arch>].txt`` when it exists (exact pins, ``--no-deps``), else the
   chain's requirement lines, resolved by ``pip download`` with their dependencies;
 - pip and pip-tools (:data:`TOOLS`), which the built-in ``base`` Dockerfile installs into
-  ``/opt/pip-tools`` and the final stage runs.
+  ``/opt/pip-tools`` and the final stage runs;
+- what pip leaves out because it evaluates environment markers for the host's Python and machine
+  (``tomli; python_version < "3.11"`` on a 3.11 host, for a 3.9 image): see :func:`_marker_closure`.
 
 Downloads use ``pip download --only-binary=:all: --platform … --python-version …
 --implementation cp``, with the manylinux tags of the platform (:func:`platform_tags`), and
@@ -148,6 +150,9 @@ def fill(specs: Sequence[LockSpec], out: Path, python_version: Optional[str], lo
                 _download(base, lines, pinned, staging, Path(tmp), where, runner, python, pip_args, counts)
                 _download(base, list(TOOLS), False, staging, Path(tmp), f"pip and pip-tools for {where}",
                           runner, python, pip_args, counts)
+                if not pinned:
+                    _marker_closure(base, [*lines, *TOOLS], version, platform, staging, Path(tmp), where,
+                                    runner, python, pip_args, counts)
         for wheel in sorted(staging.iterdir()):
             target = out / wheel.name
             if target.is_file() and filecmp.cmp(wheel, target, shallow=False):
@@ -192,6 +197,96 @@ def _download(base: List[str], lines: List[str], pinned: bool, staging: Path, tm
         if built.returncode != 0:
             raise LockError(f"cannot build a wheel of {line!r} ({where}): {_last_error(built.stderr)}")
         counts["built"] += 1
+
+
+def marker_environments(python_version: str, platform: str) -> List[Dict[str, str]]:
+    """PEP 508 marker environments of an image with Python ``python_version`` (``3.9``) on
+    ``platform`` (``linux/amd64``): two, the first and a late patch release, so a marker on
+    ``python_full_version`` counts when it holds for either."""
+    machine = _MANYLINUX_ARCH.get(arch_of(platform), arch_of(platform))
+    common = {"python_version": python_version, "platform_machine": machine, "sys_platform": "linux",
+              "platform_system": "Linux", "os_name": "posix", "implementation_name": "cpython",
+              "platform_python_implementation": "CPython", "platform_release": "", "platform_version": "",
+              "extra": ""}
+    return [dict(common, python_full_version=f"{python_version}.{patch}",
+                 implementation_version=f"{python_version}.{patch}") for patch in (0, 99)]
+
+
+def _wheel_requires(wheel: Path) -> List[str]:
+    """The ``Requires-Dist`` lines of a wheel's METADATA ([] when it has none or cannot be read)."""
+    import email.parser
+    import zipfile
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            name = next((n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None)
+            if name is None:
+                return []
+            meta = email.parser.Parser().parsestr(zf.read(name).decode("utf-8", "replace"), headersonly=True)
+    except (OSError, zipfile.BadZipFile, KeyError, ValueError):
+        return []
+    return meta.get_all("Requires-Dist") or []
+
+
+def _wheels_for(staging: Path, machine: str) -> Dict[str, List[str]]:
+    """``{project: [versions]}`` of the wheels in ``staging`` that fit ``machine`` (pure or its tags)."""
+    import re
+    have: Dict[str, List[str]] = {}
+    for wheel in staging.glob("*.whl"):
+        parts = wheel.name[:-4].split("-")
+        if len(parts) < 5 or not (parts[-1] == "any" or machine in parts[-1]):
+            continue
+        have.setdefault(re.sub(r"[-_.]+", "-", parts[0]).lower(), []).append(parts[1])
+    return have
+
+
+def _marker_closure(base: List[str], lines: Sequence[str], version: str, platform: str, staging: Path,
+                    tmp: Path, where: str, runner: Runner, python: str, pip_args: Sequence[str],
+                    counts: Dict[str, int]) -> None:
+    """Download what the image's Python and platform need but ``pip download`` left out.
+
+    pip evaluates environment markers (``tomli; python_version < "3.11"``) for the Python and
+    machine that run it, whatever ``--python-version``/``--platform`` say, so a wheelhouse for
+    another Python would lack such requirements. Here every requirement (the lines, and the
+    ``Requires-Dist`` of every wheel fetched) whose marker holds for the image
+    (:func:`marker_environments`) and that no wheel in ``staging`` satisfies is downloaded too,
+    with its dependencies, until nothing is missing."""
+    import re
+    try:
+        from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
+        from packaging.requirements import InvalidRequirement, Requirement
+    except ImportError:  # packaging comes with pip-tools (build); without it, pip's own result stands
+        return
+    envs = marker_environments(version, platform)
+    machine = envs[0]["platform_machine"]
+    asked = set()
+    for _ in range(20):
+        have = _wheels_for(staging, machine)
+        texts = [*lines, *(r for wheel in sorted(staging.glob("*.whl")) for r in _wheel_requires(wheel))]
+        missing: List[str] = []
+        for text in texts:
+            try:
+                req = Requirement(text.split(" #", 1)[0].strip())
+            except (InvalidRequirement, ValueError):
+                continue
+            if req.marker is None or req.url:
+                continue
+            try:
+                if not any(req.marker.evaluate(env) for env in envs):
+                    continue
+            except (InvalidMarker, UndefinedComparison, UndefinedEnvironmentName):
+                continue
+            name = re.sub(r"[-_.]+", "-", req.name).lower()
+            if any(req.specifier.contains(v, prereleases=True) for v in have.get(name, ())):
+                continue
+            req.marker = None
+            if str(req) not in asked:
+                asked.add(str(req))
+                missing.append(str(req))
+        if not missing:
+            return
+        _download(base, missing, False, staging, tmp, f"{where} (requirements whose markers hold there)",
+                  runner, python, pip_args, counts)
+    raise LockError(f"pip download for {where}: requirements with markers kept coming after 20 rounds")
 
 
 LAYOUT_DIR = ".bake-plan-oci"
