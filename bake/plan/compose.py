@@ -112,13 +112,17 @@ LOCKED_ARG = "BAKE_PIP_LOCKED"
 """The build arg that tells ``bake-pip-finalize`` a lock must be mounted."""
 
 
+def _instructions(dockerfile: str) -> str:
+    """A Dockerfile's text without its comment lines (the patterns here never match a comment)."""
+    return "\n".join(line for line in dockerfile.splitlines() if not line.lstrip().startswith("#"))
+
+
 def ignores_lock(dockerfile: str) -> Optional[str]:
     """What a Dockerfile lacks for ``--locked`` to reach its final stage (it mounts the
     ``pip-lock`` context and declares ``ARG BAKE_PIP_LOCKED``), or ``None`` when it has both."""
     if not uses_named_context(dockerfile, PIP_LOCK):
         return f"does not mount the {PIP_LOCK} context"
-    text = "\n".join(line for line in dockerfile.splitlines() if not line.lstrip().startswith("#"))
-    if not re.search(rf"(?im)^\s*ARG\s+{LOCKED_ARG}\b", text):
+    if not re.search(rf"(?im)^\s*ARG\s+{LOCKED_ARG}\b", _instructions(dockerfile)):
         return f"does not declare ARG {LOCKED_ARG}"
     return None
 
@@ -128,7 +132,7 @@ def uses_named_context(dockerfile: str, name: str) -> bool:
     (``FROM scratch AS wheelhouse``, the placeholder a named context replaces), a mount from it
     (``RUN --mount=…,from=wheelhouse``) or a copy from it (``COPY --from=wheelhouse``).
     Case-insensitive, as the Dockerfile frontend is; comments are not read."""
-    text = "\n".join(line for line in dockerfile.splitlines() if not line.lstrip().startswith("#"))
+    text = _instructions(dockerfile)
     n = re.escape(name)
     return bool(re.search(rf"(?im)^\s*FROM\s+(?:--\S+\s+)*\S+\s+AS\s+{n}\s*$", text)
                 or re.search(rf"(?im)[\s,=-]from={n}(?=[\s,]|$)", text))
