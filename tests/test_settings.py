@@ -122,3 +122,9 @@ def test_a_parent_report_of_another_arch_is_refused(cli, tmp_path):
     proc = cli(*args, "--platform", "linux/arm64", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert digest in proc.stdout
+
+
+def test_a_sources_manifest_that_is_a_directory_says_so(cli, tmp_path):
+    (tmp_path / "src").mkdir()
+    proc = cli("--target", "jax", "--sources", "src", cwd=tmp_path)
+    assert_one_line_error(proc, "--sources src: is a directory (the sources manifest)")

@@ -226,7 +226,8 @@ def existing_wheelhouse(path: str, where: str) -> str:
 def existing_file(value: str, where: str, what: str) -> Path:
     """A path that must name a file now (``--sources``, ``--parent-report``)."""
     if not os.path.isfile(value):
-        raise UsageError(f"{where} {value}: no such file ({what})")
+        why = "is a directory" if os.path.isdir(value) else "no such file"
+        raise UsageError(f"{where} {value}: {why} ({what})")
     return Path(value)
 
 
