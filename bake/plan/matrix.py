@@ -23,14 +23,33 @@ def jobs(composition: Composition) -> List[dict]:
     published = [s for s in composition.chain if s.image is not None]
     names = {s.name for s in published}
 
+    looked_through: Dict[str, List[str]] = {}
+
     def published_deps(stage) -> List[str]:
-        out: List[str] = []
-        for dep in dependencies(stage):
-            if dep in names:
-                out.append(dep)
-            else:  # built inside this job: look through it
-                out.extend(d for d in published_deps(stages[dep]) if d not in out)
-        return out
+        # The published stages a job builds on: its published dependencies, and through each
+        # unpublished one (built inside this job) that one's. Worked out with an explicit stack
+        # and remembered, so a chain of thousands of unpublished stages neither recurses nor
+        # walks the same ancestors again for every descendant.
+        stack = [stage.name]
+        while stack:
+            name = stack[-1]
+            if name in looked_through:  # reached twice (a diamond): done already
+                stack.pop()
+                continue
+            deps = dependencies(stages[name])
+            todo = [d for d in deps if d not in names and d not in looked_through]
+            if todo:
+                stack.extend(todo)
+                continue
+            out: List[str] = []
+            for dep in deps:
+                if dep in names:
+                    out.append(dep)
+                else:  # built inside this job: look through it
+                    out.extend(d for d in looked_through[dep] if d not in out)
+            looked_through[name] = out
+            stack.pop()
+        return looked_through[stage.name]
 
     wave: Dict[str, int] = {}
     for stage in composition.chain:  # dependency order: parents first

@@ -125,15 +125,10 @@ def expand(stages: Dict[str, Stage]) -> Dict[str, Stage]:
 
     if not any(s.variants for s in stages.values()):
         return stages
-    cyclic = _on_cycles(stages, dependencies)
-    matrices: Dict[str, _Matrix] = {}
+    matrices = _matrices(stages, _on_cycles(stages, dependencies))
 
     def matrix(name: str) -> _Matrix:
-        if name not in matrices:
-            stage = stages.get(name)
-            # A missing dependency or a cycle is reported by composition, on the declared names.
-            matrices[name] = _NONE if stage is None or name in cyclic else _matrix_of(stage, matrix, dependencies)
-        return matrices[name]
+        return matrices.get(name, _NONE)
 
     out: Dict[str, Stage] = {}
     for stage in stages.values():
@@ -153,6 +148,32 @@ def expand(stages: Dict[str, Stage]) -> Dict[str, Stage]:
             tags[concrete.variant] = concrete.name
             _put(out, concrete, stages)
     return out
+
+
+def _matrices(stages: Dict[str, Stage], cyclic: Set[str]) -> Dict[str, _Matrix]:
+    """Every stage's :class:`_Matrix`, each worked out after those of its dependencies.
+
+    Iterative (an explicit stack, not recursion through the parents), so a family thousands of
+    stages deep is as fine as a short one. A missing dependency or a stage on a cycle gets no
+    axes here: composition reports it, on the declared names.
+    """
+    matrices: Dict[str, _Matrix] = {}
+    for root in stages:
+        stack = [root]
+        while stack:
+            name = stack[-1]
+            stage = stages.get(name)
+            if name in matrices or stage is None or name in cyclic:
+                matrices.setdefault(name, _NONE)
+                stack.pop()
+                continue
+            todo = [dep for dep in dependencies(stage) if dep not in matrices]
+            if todo:  # the dependencies first; this stage stays on the stack until they are done
+                stack.extend(reversed(todo))
+                continue
+            matrices[name] = _matrix_of(stage, matrices.__getitem__, dependencies)
+            stack.pop()
+    return matrices
 
 
 def _matrix_of(stage, matrix, dependencies) -> _Matrix:
