@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
+from bake.documents import DocumentError, parse_toml, read_text
 from bake.errors import SourcesError
 from bake.output import write_atomic
 from bake.plan.stage import SOURCE_MODES, Source
@@ -106,14 +107,6 @@ def manifest_path() -> Path:
     return Path(env) if env else stages_dir() / "sources.toml"
 
 
-def _toml():
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python < 3.11
-        import tomli as tomllib
-    return tomllib
-
-
 def _check_patches(value, mode: str, here: str, base_dir: Optional[str]) -> Tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
         raise SourcesError(f"{here}: patches must be a list of strings (git refs or file://<path>)")
@@ -145,11 +138,10 @@ def parse_manifest(text: str, where: str, base_dir: Optional[str] = None) -> Dic
     :raises SourcesError: invalid TOML, a value that is not a table, a missing or unknown key, a
         commit that is not 40 lower-case hex digits, an unknown mode; one line naming file and table.
     """
-    tomllib = _toml()
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise SourcesError(f"{where}: not valid TOML: {err}") from None
+        data = parse_toml(text)
+    except DocumentError as err:  # not TOML, nested too deeply
+        raise SourcesError(f"{where}: {err}") from None
     out: Dict[str, ManifestSource] = {}
     names: Dict[str, str] = {}
     for key, table in data.items():
@@ -198,9 +190,9 @@ _cache: Dict[Tuple[str, int, int], Dict[str, ManifestSource]] = {}
 def _read(file: Path) -> str:
     """The manifest's text. :raises SourcesError: it cannot be read, or is not UTF-8 (TOML is)."""
     try:
-        return file.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise SourcesError(f"the sources manifest {file}: not UTF-8: {err}") from None
+        return read_text(file)
+    except DocumentError as err:
+        raise SourcesError(f"the sources manifest {file}: {err}") from None
     except OSError as err:
         raise SourcesError(f"cannot read the sources manifest {file}: {err.strerror or err}") from None
 
@@ -481,7 +473,10 @@ def rewrite_commits(text: str, commits: Dict[str, str], where: str) -> str:
                            f"keep it as a `commit = \"…\"` line in the [{missing[0]}] table")
     new_text = "".join(lines)
     # The edit must change exactly those commits: parse both and compare.
-    before, after = _toml().loads(text), _toml().loads(new_text)
+    try:
+        before, after = parse_toml(text), parse_toml(new_text)
+    except DocumentError as err:
+        raise SourcesError(f"{where}: {err}") from None
     for name, commit in commits.items():
         before[name]["commit"] = commit
     if before != after:

@@ -24,9 +24,9 @@ the file has tags, and its own labels that the file sets.
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from bake.documents import DocumentError, read_json
 from bake.errors import UsageError, did_you_mean
 from bake.plan.compose import CACHE_ONLY
 
@@ -59,12 +59,11 @@ def read_bake_files(paths: Sequence[str]) -> MetadataFiles:
     for path in paths:
         where = f"--metadata-bake-file {path}"
         try:
-            with open(path, encoding="utf-8") as handle:
-                data = json.load(handle)
+            data = read_json(path)
         except OSError as err:
             raise UsageError(f"{where}: {err.strerror or err}") from None
-        except ValueError as err:
-            raise UsageError(f"{where}: not JSON: {err}") from None
+        except DocumentError as err:  # not UTF-8, not JSON, nested too deeply
+            raise UsageError(f"{where}: {err}") from None
         targets = data.get("target") if isinstance(data, dict) else None
         if not isinstance(targets, dict) or len(targets) != 1:
             raise UsageError(f"{where}: expected one target, as docker/metadata-action writes "

@@ -53,13 +53,9 @@ import stat
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
+from bake.documents import DocumentError, read_toml
 from bake.errors import ConfigError, did_you_mean
 from bake.settings.values import names
-
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.9/3.10
-    import tomli as tomllib  # type: ignore[no-redef]
 
 CONFIG_FILE = "bake-plan.toml"
 PYPROJECT = "pyproject.toml"
@@ -225,18 +221,13 @@ def load(path: Optional[str] = None, start: Optional[Path] = None) -> Optional[F
 
 
 def _read_toml(path: Path) -> dict:
-    """The file's TOML (UTF-8; a leading byte-order mark is dropped, as editors on Windows write one)."""
+    """The file's TOML (:func:`bake.documents.read_toml`: UTF-8, a byte-order mark dropped, depth bounded)."""
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
+        return read_toml(path)
     except OSError as err:
         raise ConfigError(f"{display_path(path)}: cannot read: {err.strerror or err}") from None
-    try:
-        return tomllib.loads(raw.decode("utf-8-sig"))
-    except UnicodeDecodeError as err:
-        raise ConfigError(f"{display_path(path)}: not UTF-8: {err}") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{display_path(path)}: not valid TOML: {err}") from None
+    except DocumentError as err:
+        raise ConfigError(f"{display_path(path)}: {err}") from None
 
 
 def _table(data: dict, keys: Sequence[str]):

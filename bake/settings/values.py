@@ -11,12 +11,12 @@ platform, image reference, digest) are :mod:`bake.plan.names`, which the stage c
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import re
 from pathlib import Path
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
+from bake.documents import DocumentError, read_json
 from bake.errors import ConfigError, UsageError
 from bake.plan.names import (
     check_digest,
@@ -242,12 +242,11 @@ def parent_digests(path: str, platforms: Sequence[str] = (), where: str = "--par
         reports a target built for other platforms.
     """
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError) as err:
-        raise error(where, f"{path}: {getattr(err, 'strerror', None) or err}") from None
-    except RecursionError:  # json nests no deeper than the interpreter's stack
-        raise error(where, f"{path}: nested too deeply to be a report") from None
+        data = read_json(path)
+    except OSError as err:
+        raise error(where, f"{path}: {err.strerror or err}") from None
+    except DocumentError as err:  # not UTF-8, not JSON, nested too deeply
+        raise error(where, f"{path}: {err}") from None
     if isinstance(data, dict):  # buildx's own keys beside the targets (buildx.build.warnings)
         data = {k: v for k, v in data.items() if not k.startswith("buildx.")}
     if isinstance(data, dict) and isinstance(data.get("targets"), dict):

@@ -1,0 +1,112 @@
+"""Reading the TOML and JSON files bake-plan is handed: one reader per kind of document.
+
+Every file of a kind goes through the same function, so every one of them fails the same way:
+the configuration file and the sources manifest (TOML), ``--parent-report`` and
+``--metadata-bake-file`` (JSON). A document nested deeper than :data:`MAX_DEPTH` is refused: the
+parsers recurse once per level (a 1 KB file of ``[[[[…`` exhausts the interpreter's stack), and
+so would every walk over the value afterwards. The limit is far above any real report,
+manifest or configuration, and the same whatever the interpreter's recursion limit is.
+
+The errors carry the reason only; each caller adds the file's name and its option, and raises
+its own :class:`bake.errors.BakePlanError`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Union
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.9/3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+MAX_DEPTH = 100
+"""How many arrays, tables or objects within each other a document may hold."""
+
+TOML_CONTAINERS = "arrays or tables"
+JSON_CONTAINERS = "arrays or objects"
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class DocumentError(ValueError):
+    """The text is not a document of its kind: ``str(err)`` says why (``not valid TOML: …``,
+    ``not JSON: …``, ``not UTF-8: …``, ``nested too deeply …``), without the file's name."""
+
+
+def _too_deep(containers: str) -> DocumentError:
+    return DocumentError(f"nested too deeply (more than {MAX_DEPTH} levels of {containers} within each other)")
+
+
+def read_text(path: PathLike) -> str:
+    """The file's text, UTF-8; a leading byte-order mark (editors on Windows write one) is dropped.
+
+    :raises OSError: the file cannot be read (the caller names it and says ``err.strerror``).
+    :raises DocumentError: the bytes are not UTF-8.
+    """
+    with open(path, "rb") as handle:
+        raw = handle.read()
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise DocumentError(f"not UTF-8: {err}") from None
+
+
+def parse_toml(text: str) -> dict:
+    """``text`` as TOML: a table (``dict``) of TOML values.
+
+    :raises DocumentError: not valid TOML, or nested deeper than :data:`MAX_DEPTH`.
+    """
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise DocumentError(f"not valid TOML: {err}") from None
+    except RecursionError:  # tomllib recurses once per level of arrays and inline tables
+        raise _too_deep(TOML_CONTAINERS) from None
+    _check_depth(data, TOML_CONTAINERS)
+    return data
+
+
+def parse_json(text: str) -> Any:
+    """``text`` as JSON: any JSON value (the caller checks its shape).
+
+    :raises DocumentError: not JSON, or nested deeper than :data:`MAX_DEPTH`.
+    """
+    try:
+        data = json.loads(text)
+    except ValueError as err:  # json.JSONDecodeError
+        raise DocumentError(f"not JSON: {err}") from None
+    except RecursionError:  # the json scanner recurses once per level of arrays and objects
+        raise _too_deep(JSON_CONTAINERS) from None
+    _check_depth(data, JSON_CONTAINERS)
+    return data
+
+
+def read_toml(path: PathLike) -> dict:
+    """:func:`read_text` then :func:`parse_toml`. :raises OSError, DocumentError: as they do."""
+    return parse_toml(read_text(path))
+
+
+def read_json(path: PathLike) -> Any:
+    """:func:`read_text` then :func:`parse_json`. :raises OSError, DocumentError: as they do."""
+    return parse_json(read_text(path))
+
+
+def _check_depth(data: Any, containers: str) -> None:
+    """Refuse a value nested deeper than :data:`MAX_DEPTH` (an explicit stack: no recursion here
+    either). A value within the limit parsed, but TOML's ``[a.b.c…]`` headers nest tables
+    without the parser recursing, so the depth is checked on what came out."""
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            children = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        if depth > MAX_DEPTH:
+            raise _too_deep(containers)
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
