@@ -12,12 +12,12 @@ Error lines never show a credential: they go through :func:`bake.plan.secrets.re
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import List, Optional, Sequence
 
 from bake import commands
 from bake.errors import BakePlanError, UsageError
+from bake.output import claim_stdout, discard_stdout
 from bake.pip.sources import use_manifest
 from bake.plan.secrets import redact
 from bake.settings import values
@@ -247,6 +247,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
         given = vars(args)
+        _stdout_for_the_document(args)
         settings = gather(args.command or "plan", given)
         if settings.sources:
             use_manifest(settings.sources)
@@ -261,17 +262,27 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("bake-plan: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `bake-plan -o - | head`: the reader left; nothing to report
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        discard_stdout()
         return 1
     except OSError as err:  # stdout on a full disk (/dev/full), a vanished directory, ...
         where = f" {err.filename}" if err.filename else " the output"
         print(f"bake-plan: error: cannot write{where}: {err.strerror or err}", file=sys.stderr)
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second failure at exit
-        except OSError:
-            pass
+        discard_stdout()  # no second failure at exit
         return 2
+
+
+def _stdout_for_the_document(args: argparse.Namespace) -> None:
+    """A command whose stdout is a document (``plan -o -``, ``matrix``, ``graph``, ``config``,
+    ``stages``) keeps stdout for it alone before any plugin loads: everything else written to
+    stdout, by plugin code above all, goes to stderr (:func:`bake.output.claim_stdout`). Other
+    commands leave stdout alone: buildx's, pip's and git's output stays where it was."""
+    command = args.command or "plan"
+    if command in ("plan", "graph"):
+        wanted = getattr(args, "output", None) == "-"
+    else:
+        wanted = command in ("matrix", "config", "stages")
+    if wanted:
+        claim_stdout()
 
 
 def _terminate_like_ctrl_c() -> None:

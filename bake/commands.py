@@ -128,7 +128,8 @@ def matrix(settings: Settings) -> int:
     if settings.wave is not None:
         entries = [e for e in entries if e["wave"] == settings.wave]
     out = {"include": entries}
-    print(json.dumps(out, separators=(",", ":")) if settings.format == "github" else json.dumps(out, indent=2))
+    text = json.dumps(out, separators=(",", ":")) if settings.format == "github" else json.dumps(out, indent=2)
+    write_atomic("-", text + "\n", what="the matrix")
     return 0
 
 
@@ -207,8 +208,8 @@ def stages(settings: Settings) -> int:
         parent = stage.parent or (f"image {stage.base_image}" if stage.base_image else "-")
         rows.append((stage.name, stage.plugin, parent, ",".join(stage.platforms)))
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    for row in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[3])
+    write_atomic("-", "".join("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[3] + "\n"
+                              for row in rows), what="the stage list")
     return 0
 
 
@@ -224,5 +225,5 @@ def config(settings: Settings) -> int:
     """``bake-plan config``: the merged configuration and where each value came from."""
     from bake.settings.show import to_json, to_toml
 
-    sys.stdout.write(to_json(settings) if settings.format == "json" else to_toml(settings))
+    write_atomic("-", to_json(settings) if settings.format == "json" else to_toml(settings), what="the configuration")
     return 0

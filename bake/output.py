@@ -1,4 +1,9 @@
-"""Writing files whole or not at all: a temp file in the same directory, then an atomic rename."""
+"""Writing files whole or not at all: a temp file in the same directory, then an atomic rename.
+
+And stdout kept for documents: once :func:`claim_stdout` ran, the process's file descriptor 1
+points at stderr, so nothing but the document written through :func:`stdout` (a plan with
+``-o -``, the ``matrix`` JSON, a graph, the ``config``) reaches the real stdout.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,53 @@ import stat
 import sys
 import tempfile
 from pathlib import Path
+from typing import Optional, TextIO
 
 from bake.errors import OutputError
 
+_document: Optional[TextIO] = None  # the real stdout, on a private descriptor, once claimed
+
+
+def claim_stdout() -> None:
+    """Keep the real stdout for the document alone, from now until the process ends.
+
+    The real stdout moves to a private descriptor that only :func:`stdout` writes to; descriptor
+    1 is pointed at stderr and ``sys.stdout`` is bound to ``sys.stderr``. So whatever else writes
+    to "stdout" lands on stderr: a plugin's ``print``, ``sys.__stdout__``, ``os.write(1, …)``, a
+    subprocess it runs, a C extension, a thread, an ``atexit`` handler. It stays so after the
+    command returns (``atexit`` handlers run after that); it is meant for the console script.
+    With no descriptor 1 (closed), nothing changes. Calling it again does nothing.
+    """
+    global _document
+    if _document is not None or sys.stdout is None:
+        return
+    encoding, errors = getattr(sys.stdout, "encoding", None), getattr(sys.stdout, "errors", None)
+    try:
+        sys.stdout.flush()
+        private = os.dup(1)  # not inherited by subprocesses (PEP 446)
+        os.dup2(2, 1)
+    except (OSError, ValueError):  # no stdout to keep
+        return
+    _document = open(private, "w", encoding=encoding or "utf-8", errors=errors or "strict")
+    sys.stdout = sys.stderr
+
+
+def stdout() -> TextIO:
+    """Where a document for stdout goes: the real stdout kept by :func:`claim_stdout`, else ``sys.stdout``."""
+    return _document if _document is not None else sys.stdout
+
+
+def discard_stdout() -> None:
+    """Point the document's stdout at ``/dev/null`` after writing it failed (the reader left, a
+    full disk), so the flush at exit does not fail a second time. Never raises."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stdout().fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
 
 def write_atomic(path: str, text: str, what: str = "the plan") -> None:
-    """Write ``text`` (UTF-8) to ``path``, or to stdout when ``path`` is ``-``.
+    """Write ``text`` (UTF-8) to ``path``, or to stdout (:func:`stdout`) when ``path`` is ``-``.
 
     A reader never sees a half-written file: the text goes to a temporary file beside ``path``
     that replaces it in one ``os.replace``; on any error the old file is untouched and the
@@ -21,10 +67,13 @@ def write_atomic(path: str, text: str, what: str = "the plan") -> None:
     written to directly: renaming over it would replace the device or pipe itself.
 
     :raises OutputError: the directory is missing or not writable, or ``path`` is a directory.
+    :raises OSError: writing to stdout failed (``BrokenPipeError`` when the reader left); the
+        CLI turns it into its exit status (:func:`discard_stdout`).
     """
     if path == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        out = stdout()
+        out.write(text)
+        out.flush()
         return
     target = Path(path)
     if target.is_dir():
