@@ -7,6 +7,7 @@ points at stderr, so nothing but the document written through :func:`stdout` (a 
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import sys
@@ -43,8 +44,9 @@ def claim_stdout() -> None:
     sys.stdout = sys.stderr
 
 
-def stdout() -> TextIO:
-    """Where a document for stdout goes: the real stdout kept by :func:`claim_stdout`, else ``sys.stdout``."""
+def stdout() -> Optional[TextIO]:
+    """Where a document for stdout goes: the real stdout kept by :func:`claim_stdout`, else
+    ``sys.stdout`` (``None`` when the process started with stdout closed)."""
     return _document if _document is not None else sys.stdout
 
 
@@ -72,6 +74,8 @@ def write_atomic(path: str, text: str, what: str = "the plan") -> None:
     """
     if path == "-":
         out = stdout()
+        if out is None:  # started with stdout closed (`bake-plan … >&-`)
+            raise OSError(errno.EBADF, os.strerror(errno.EBADF))
         out.write(text)
         out.flush()
         return

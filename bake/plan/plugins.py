@@ -270,5 +270,11 @@ def _constructor_error(plugin: str, err: TypeError) -> str:
 
 def _stdout_to_stderr():
     """While plugin code runs, what it prints goes to stderr: stdout carries plans (``-o -``) and
-    JSON (``matrix``) that a stray ``print`` would corrupt."""
+    JSON (``matrix``) that a stray ``print`` would corrupt.
+
+    This catches ``print`` only, for library callers. Output that goes round ``sys.stdout`` (a
+    subprocess, ``os.write(1, …)``, ``sys.__stdout__``, an ``atexit`` handler, a thread) is kept
+    off the document by the CLI, which points descriptor 1 at stderr for the whole run of a
+    command whose stdout is a document (:func:`bake.output.claim_stdout`): swapping descriptors
+    here, around each of thousands of hook calls, would be neither cheap nor thread-safe."""
     return contextlib.redirect_stdout(sys.stderr)
