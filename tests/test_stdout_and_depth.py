@@ -88,7 +88,7 @@ def _said_everything(stderr: str, *whens: str) -> None:
 @pytest.mark.parametrize("fmt", ["hcl", "json"])
 def test_a_plan_on_stdout_is_exactly_the_plan_file(cli, chatty, tmp_path, fmt):
     name = f"docker-bake.{fmt}"
-    to_file = _run(cli, chatty, tmp_path, "--target", "base", "--format", fmt, "-o", name, to_stdout=False)
+    _run(cli, chatty, tmp_path, "--target", "base", "--format", fmt, "-o", name, to_stdout=False)
     to_stdout = _run(cli, chatty, tmp_path, "--target", "base", "--format", fmt, "-o", "-")
     assert to_stdout.stdout == (tmp_path / name).read_text(encoding="utf-8")
     if fmt == "json":
