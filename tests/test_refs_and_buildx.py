@@ -402,3 +402,15 @@ def bake_plan_stages():
                cwd=tmp_path, env=_env(site, tmp_path, which))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads((tmp_path / "sitrep" / "sitrep.json").read_text())["outcome"] == "pass"
+
+
+def test_a_pushed_parent_is_not_hidden_by_another_report_that_failed_it(cli, tmp_path):
+    """CI passes every report of earlier waves (docs/ci.md); the one that pushed the parent counts."""
+    entry = {"platforms": ["linux/amd64"], "tags": ["localhost:5555/ns/base:mealkit-amd64"]}
+    pushed = _report(tmp_path, {"base-mealkit": dict(entry, digest=DIGEST, outcome="pass")}, "pushed.json")
+    failed = _report(tmp_path, {"base-mealkit": dict(entry, digest=None, outcome="fail")}, "failed.json")
+    for order in ((pushed, failed), (failed, pushed)):
+        args = [a for r in order for a in ("--parent-report", str(r))]
+        proc = cli(*PER_JOB, "--platform", "linux/amd64", *args, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["target"]["jax-mealkit"]["contexts"]["base"].endswith("@" + DIGEST)

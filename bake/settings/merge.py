@@ -187,7 +187,9 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
         raise UsageError("--parent-report is only read in per-job mode: add --from-registry (or drop --parent-report)")
     parents: Dict[str, ParentImage] = {}
     for report in flag("parent_report") or ():
-        parents.update(values.parent_digests(report))
+        for name, parent in values.parent_digests(report).items():
+            if parent.digest or name not in parents:  # another job's failed rebuild never hides a pushed image
+                parents[name] = parent
     digests = {name: parent.digest for name, parent in parents.items() if parent.digest}
     secrets = values.secrets(flag("secret") or ())
     if command == "build":
