@@ -15,6 +15,8 @@ import subprocess
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bake.api import make_plan
 from bake.plan.compose import PlanOptions
@@ -414,3 +416,46 @@ def test_a_pushed_parent_is_not_hidden_by_another_report_that_failed_it(cli, tmp
         proc = cli(*PER_JOB, "--platform", "linux/amd64", *args, cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout)["target"]["jax-mealkit"]["contexts"]["base"].endswith("@" + DIGEST)
+
+
+@pytest.mark.parametrize("original", ["base", "docker.io/library/base:latest", "mealkit:latest"])
+def test_a_base_image_that_is_a_stage_context_is_refused(cli, tmp_path, original):
+    """The frontend looks `docker.io/library/base:latest` up as `base`: the parent's context."""
+    proc = cli("--target", "jax", "--base-image", f"{original}=a.example/x:1", cwd=tmp_path)
+    assert_one_line_error(proc, cwd=tmp_path)
+    key = context_name(original)
+    stage = "base" if key == "mealkit" else "te"  # the first target of the chain to set it
+    assert proc.stderr.strip() == (
+        f"bake-plan: error: base image '{original}=a.example/x:1': Dockerfiles look '{original}' up as the named "
+        f"context '{key}', which stage '{stage}' (plugin '{stage}') already sets; it would be replaced")
+
+
+_COMPONENT = st.builds("".join, st.lists(st.sampled_from("ab09"), min_size=1, max_size=4)).flatmap(
+    lambda head: st.sampled_from([head, head + ".x", head + "_1", head + "-y"]))
+
+
+@st.composite
+def _references(draw):
+    domain = draw(st.sampled_from(["", "docker.io/", "index.docker.io/", "localhost:5555/", "ghcr.io/"]))
+    path = "/".join(draw(st.lists(_COMPONENT, min_size=1, max_size=3)))
+    tag = draw(st.one_of(st.none(), st.just("latest"), st.sampled_from(["1.0", "V2_rc-1", "_x"])))
+    digest = draw(st.one_of(st.none(), st.just(DIGEST)))
+    return domain + path + (f":{tag}" if tag else "") + (f"@{digest}" if digest else "")
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(_references())
+def test_normalised_names_and_context_keys_are_one_per_image(ref):
+    """Every spelling of an image normalises to one name and one context key, and the key is itself a
+    spelling of that image."""
+    image = normalise_reference(ref)
+    assert normalise_reference(image) == image
+    assert context_name(image) == context_name(ref)
+    key = context_name(ref)
+    if "/" not in key or not any(c in key.split("/", 1)[0] for c in ".:"):
+        # (distribution's familiar name of docker.io/a.b/c is a.b/c, which reads as host a.b: BuildKit's too)
+        assert normalise_reference(key) == image
+    if image.startswith("docker.io/library/") and image.count("/") == 2:
+        short = image[len("docker.io/library/"):]
+        for spelling in (short, "library/" + short, "index.docker.io/library/" + short):
+            assert normalise_reference(spelling) == image

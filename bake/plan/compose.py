@@ -522,6 +522,7 @@ def _target(stage: Stage, tname: str, flavor: str, platforms: List[str], ctx: _C
         for locked, directory in options.pip_locks:
             if locked == stage.name:
                 contexts["pip-lock"] = directory
+    own = set(contexts)
     for original, replacement in options.base_images:
         # bake keeps a context's name as written (docker/buildx#2328), but the Dockerfile frontend
         # looks `FROM x` up by one key for every spelling of the image (`busybox` for
@@ -532,6 +533,10 @@ def _target(stage: Stage, tname: str, flavor: str, platforms: List[str], ctx: _C
         if stage.base_image is not None and _same_image(stage.base_image, image):
             spellings.append(stage.base_image)
         for spelling in spellings:
+            if spelling in own:  # `--base-image base=…` would replace the parent, not an image
+                raise UsageError(f"base image '{original}={replacement}': Dockerfiles look '{original}' up as the "
+                                 f"named context '{spelling}', which stage '{stage.name}' (plugin '{stage.plugin}') "
+                                 "already sets; it would be replaced")
             contexts[spelling] = "docker-image://" + replacement
     if contexts:
         target["contexts"] = contexts
