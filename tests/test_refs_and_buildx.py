@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 import subprocess
 import uuid
 
@@ -213,8 +214,9 @@ OLD_SAYS = {
                 "(docker/buildx#2444)",
 }
 BUILDX_SAYS = {
-    "ob-fewer": "target ob-root can't be used by ob-fewer because it is defined for different platforms",
-    "ob-twice": "unsupported context source target for also",
+    "ob-fewer": r"target ob-root can't be used by ob-fewer because it is defined for different platforms",
+    # buildx 0.13 resolves one of the two, whichever its map gives first (docker/buildx#2444)
+    "ob-twice": r"unsupported context source target for (base|also)",
 }
 
 
@@ -239,7 +241,7 @@ def test_older_buildx_is_told_before_building_what_it_cannot_build(cli, engine, 
     raw = subprocess.run([os.environ.get("BAKE_PLAN_BUILDX_OLD", OLD_BUILDX_DEFAULT), "bake", "-f", "plan.json",
                           "--print" if target == "ob-fewer" else "default"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert raw.returncode != 0 and BUILDX_SAYS[target] in raw.stderr, raw.stderr[-2000:]
+    assert raw.returncode != 0 and re.search(BUILDX_SAYS[target], raw.stderr), raw.stderr[-2000:]
 
     proc = cli("build", *common, "--sitrep-dir", "old", cwd=tmp_path, env=old)
     assert proc.returncode == 2, proc.stderr[-3000:]
