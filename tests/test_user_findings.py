@@ -145,5 +145,6 @@ def test_lock_takes_the_configuration(cli, tmp_path):
 def test_one_base_image_replaced_twice_is_an_error(cli, tmp_path):
     proc = cli("--target", "base", "--base-image", "a:1=b:1", "--base-image", "a:1=c:1", cwd=tmp_path)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == "bake-plan: error: --base-image 'a:1' is given twice, as 'b:1' and 'c:1'"
+    assert proc.stderr.strip() == ("bake-plan: error: --base-image: 'a:1=b:1' and 'a:1=c:1' replace one image "
+                                   "(docker.io/library/a:1) differently: give one replacement")
     assert list(tmp_path.iterdir()) == []

@@ -12,13 +12,66 @@ from typing import Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
 from bake.errors import StageError, UsageError, did_you_mean
 from bake.plan.checks import check_target
-from bake.plan.names import arch_of, check_repository, check_tag, target_name
+from bake.plan.names import (
+    arch_of,
+    check_repository,
+    check_tag,
+    context_name,
+    normalise_reference,
+    repository_name,
+    target_name,
+)
 from bake.plan.plugins import Hooks
 from bake.plan.secrets import SecretSpec
 from bake.plan.stage import Stage, dependencies
 
 FLAVOR_MEALKIT, FLAVOR_FINAL, FLAVOR_SINGLE = "mealkit", "final", "single"
 DEFAULT_GROUP = "default"
+
+
+@dataclasses.dataclass(frozen=True)
+class ParentImage:
+    """What a parent job's report (``--parent-report``) says of one bake target it built.
+
+    :param digest: ``sha256:…`` of the pushed image; ``None`` when the report names the target
+        as not passed (``outcome``), so there is no image to build on.
+    :param report: the file it was read from, named in errors.
+    :param platforms: the platforms it was built for; ``None`` when the report does not say (a
+        buildx metadata file).
+    :param repositories: the normalised repositories its tags name
+        (:func:`bake.plan.names.repository_name`); empty when the report does not say.
+    :param outcome: the sitrep's outcome of the target; ``None`` for a buildx metadata file.
+    """
+
+    digest: Optional[str]
+    report: str = ""
+    platforms: Optional[Tuple[str, ...]] = None
+    repositories: Tuple[str, ...] = ()
+    outcome: Optional[str] = None
+
+    def pin(self, tname: str, ref: str, platforms: Sequence[str], user: str) -> str:
+        """The digest, once the report is seen to fit ``ref`` (the tag this plan pins, in its
+        registry and namespace) built for ``platforms`` (those of ``user``, the target that
+        builds on it). A per-job plan that pins another registry's image, one arch's image
+        for several, or an image that was never pushed would fail inside buildx, or build on
+        the wrong thing.
+
+        :raises UsageError: naming the report, the target and what does not fit.
+        """
+        where = f"--parent-report: {self.report}: target '{tname}'"
+        if self.outcome not in (None, "pass") or not self.digest:
+            raise UsageError(f"{where} did not pass in that job (outcome {self.outcome!r}), so it pushed no image to "
+                             f"build on: rerun that job first")
+        repository = repository_name(ref)
+        if self.repositories and repository not in self.repositories:
+            raise UsageError(f"{where} was pushed to {', '.join(self.repositories)}, not {repository} (a report "
+                             "of another registry or namespace? give this job the same --registry)")
+        missing = [p for p in platforms if self.platforms is not None and p not in self.platforms]
+        if missing:
+            raise UsageError(f"{where} was built for {', '.join(self.platforms)}, not {', '.join(missing)} (target "
+                             f"'{user}' builds on it for {', '.join(platforms)}: pass the report of a job that built "
+                             "those platforms, or give --platform)")
+        return self.digest
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +93,9 @@ class PlanOptions:
         registry, pinned by digest (``docker-image://<repo>:mealkit@sha256:…``).
     :param digests: bake target name → ``sha256:…`` of its pushed image (from a parent job's
         sitrep or buildx metadata file); needed for every ancestor pinned in per-job mode.
+    :param parents: bake target name → what the parent job's report says of it
+        (:class:`ParentImage`); checked against the plan where it is pinned, and used instead
+        of ``digests`` for the targets it names.
     :param per_arch: ``False`` keeps a one-platform plan's tags without ``-<arch>`` (``publish``
         names the multi-arch tags it makes from the per-arch ones).
     :param pip_locks: ``(stage name, directory)`` pairs: that stage's final target gets the named
@@ -68,6 +124,7 @@ class PlanOptions:
     cache_from_branch: Optional[str] = None
     from_registry: bool = False
     digests: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    parents: Mapping[str, ParentImage] = dataclasses.field(default_factory=dict)
     pip_locks: Tuple[Tuple[str, str], ...] = ()
     per_arch: bool = True
     secrets: Tuple[SecretSpec, ...] = ()
@@ -389,19 +446,22 @@ class _Context:
             out.append(f"{repo}:{tag}{self.suffix}")
         return out
 
-    def build_on(self, dep: Stage) -> str:
-        """The named-context value for a stage this one builds on or copies from: the dependency's
-        output target, or in per-job mode its published image pinned by digest."""
+    def build_on(self, dep: Stage, user: str, platforms: Sequence[str]) -> str:
+        """The named-context value for a stage target ``user`` (built for ``platforms``) builds on
+        or copies from: the dependency's output target, or in per-job mode its published image
+        pinned by digest (:meth:`ParentImage.pin` checks the report fits)."""
         if dep.name in self.in_chain:
             return "target:" + output_target(dep)
         tname, flavor = target_names(dep)[0]
-        digest = self.options.digests.get(tname)
+        ref = self.tags(dep, flavor)[0]
+        parent = self.options.parents.get(tname)
+        digest = parent.pin(tname, ref, platforms, user) if parent else self.options.digests.get(tname)
         if not digest:
             raise UsageError(
                 f"--from-registry: no digest for '{tname}' (stage '{dep.name}'); pass the sitrep.json "
                 "or buildx metadata file of the job that pushed it with --parent-report"
             )
-        return f"docker-image://{self.tags(dep, flavor)[0]}@{digest}"
+        return f"docker-image://{ref}@{digest}"
 
 
 def source_date_epoch(date: datetime.date) -> int:
@@ -413,6 +473,14 @@ def source_date_epoch(date: datetime.date) -> int:
 def _policy(plugin: Optional[str], stage: Stage) -> str:
     """Who answered a policy hook: the plugin, or the stage's own plugin when pluggy did not say."""
     return f"plugin '{plugin or stage.plugin}'"
+
+
+def _same_image(ref: str, image: str) -> bool:
+    """Whether ``ref`` is a spelling of the normalised ``image`` (a ``{axis}`` template is not)."""
+    try:
+        return normalise_reference(ref) == image
+    except ValueError:
+        return False
 
 
 def _target(stage: Stage, tname: str, flavor: str, platforms: List[str], ctx: _Context) -> dict:
@@ -437,9 +505,9 @@ def _target(stage: Stage, tname: str, flavor: str, platforms: List[str], ctx: _C
 
     contexts = {}
     if stage.parent:
-        contexts["base"] = ctx.build_on(stages[stage.parent])
+        contexts["base"] = ctx.build_on(stages[stage.parent], tname, platforms)
     for name, used in stage.uses.items():
-        contexts[name] = ctx.build_on(stages[used])
+        contexts[name] = ctx.build_on(stages[used], tname, platforms)
     if flavor == FLAVOR_FINAL:
         # A named context replaces the Dockerfile stage of the same name (BuildKit), so the final
         # stage's `FROM mealkit` is the meal kit target itself: built once, and listed by
@@ -454,12 +522,22 @@ def _target(stage: Stage, tname: str, flavor: str, platforms: List[str], ctx: _C
         for locked, directory in options.pip_locks:
             if locked == stage.name:
                 contexts["pip-lock"] = directory
+    own = set(contexts)
     for original, replacement in options.base_images:
-        contexts[original] = "docker-image://" + replacement
-        if original.endswith(":latest"):
-            # bake keeps a context's name as written but the Dockerfile frontend looks `FROM x:latest`
-            # up as `x` (docker/buildx#2328), so the name without the tag is set too.
-            contexts[original[: -len(":latest")]] = "docker-image://" + replacement
+        # bake keeps a context's name as written (docker/buildx#2328), but the Dockerfile frontend
+        # looks `FROM x` up by one key for every spelling of the image (`busybox` for
+        # `docker.io/library/busybox:latest`): that key, the name as written, and the stage's own
+        # spelling of its base image (what `bake-plan graph` matches) all get the replacement.
+        image = normalise_reference(original)
+        spellings = [original, context_name(original)]
+        if stage.base_image is not None and _same_image(stage.base_image, image):
+            spellings.append(stage.base_image)
+        for spelling in spellings:
+            if spelling in own:  # `--base-image base=…` would replace the parent, not an image
+                raise UsageError(f"base image '{original}={replacement}': Dockerfiles look '{original}' up as the "
+                                 f"named context '{spelling}', which stage '{stage.name}' (plugin '{stage.plugin}') "
+                                 "already sets; it would be replaced")
+            contexts[spelling] = "docker-image://" + replacement
     if contexts:
         target["contexts"] = contexts
 

@@ -8,6 +8,7 @@ with a message; callers add where the value came from.
 from __future__ import annotations
 
 import re
+from typing import Optional, Tuple
 
 # distribution/reference: path components and tags.
 _PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
@@ -51,12 +52,27 @@ def check_image_name(name: str) -> str:
 
 
 def check_registry(registry: str) -> str:
-    """A registry host with an optional port and namespace, e.g. ``ghcr.io/nvidia``, ``localhost:5555``."""
+    """A registry host with an optional port and namespace, e.g. ``ghcr.io/nvidia``, ``localhost:5555``.
+
+    :raises ValueError: not ``host[:port][/namespace]``; an upper-case letter anywhere (Docker
+        takes ``UPPER/x`` for a host named ``UPPER``, and registries name repositories in lower
+        case); a port outside 1 to 65535.
+    """
     if not _REGISTRY.match(registry):
         raise ValueError(
             f"registry {registry!r} is not host[:port][/namespace] (namespace in lower case)"
         )
+    if registry != registry.lower():
+        raise ValueError(f"registry {registry!r} has upper-case letters: write host and namespace in lower case")
+    _check_port(registry.split("/", 1)[0], f"registry {registry!r}")
     return registry
+
+
+def _check_port(host: str, what: str) -> None:
+    """A ``host[:port]`` whose port, if any, is one TCP has (1 to 65535). :raises ValueError: else."""
+    _, sep, port = host.rpartition(":")
+    if sep and not 1 <= int(port) <= 65535:
+        raise ValueError(f"{what}: port {port} is not 1 to 65535")
 
 
 def _show(value: str, limit: int = 60) -> str:
@@ -107,7 +123,90 @@ def check_reference(ref: str) -> str:
     if ":" in name.rsplit("/", 1)[-1]:
         name = name.rsplit(":", 1)[0]
     check_repository(name)
+    if "/" in name and _has_domain(name.split("/", 1)[0]):
+        _check_port(name.split("/", 1)[0], _show(ref))
     return ref
+
+
+# distribution/reference's defaults (normalize.go): what ParseNormalizedNamed fills in.
+DEFAULT_DOMAIN = "docker.io"
+_LEGACY_DOMAIN = "index.docker.io"
+_OFFICIAL_PREFIX = "library/"
+DEFAULT_TAG = "latest"
+
+
+def _has_domain(first: str) -> bool:
+    """Whether the first path component of a reference is a registry host (distribution's
+    ``splitDockerDomain``): it has a ``.`` or ``:``, is ``localhost``, or has an upper-case letter."""
+    return "." in first or ":" in first or first == "localhost" or first.lower() != first
+
+
+def split_reference(ref: str) -> Tuple[str, str, Optional[str], Optional[str]]:
+    """``(domain, path, tag, digest)`` of a checked image reference, normalised as Docker and
+    BuildKit read it (distribution/reference ``ParseNormalizedNamed``): no host means
+    ``docker.io``, ``index.docker.io`` is ``docker.io``, and a one-component path on Docker Hub
+    is under ``library/``. ``tag`` and ``digest`` are ``None`` when not written.
+
+    :raises ValueError: not an image reference (:func:`check_reference`).
+    """
+    check_reference(ref)
+    name, _, digest = ref.partition("@")
+    head, slash, last = name.rpartition("/")
+    tag = None
+    if ":" in last:
+        last, tag = last.split(":", 1)
+    name = f"{head}{slash}{last}"
+    first, sep, rest = name.partition("/")
+    if sep and _has_domain(first):
+        domain, path = first, rest
+    else:
+        domain, path = DEFAULT_DOMAIN, name
+    if domain == _LEGACY_DOMAIN:
+        domain = DEFAULT_DOMAIN
+    if domain == DEFAULT_DOMAIN and "/" not in path:
+        path = _OFFICIAL_PREFIX + path
+    return domain, path, tag, digest or None
+
+
+def normalise_reference(ref: str) -> str:
+    """One spelling per image: ``busybox``, ``busybox:latest``, ``library/busybox`` and
+    ``index.docker.io/library/busybox:latest`` are all ``docker.io/library/busybox:latest``
+    (:func:`split_reference`; no tag and no digest means ``:latest``, as ``docker pull`` reads it).
+
+    :raises ValueError: not an image reference.
+    """
+    domain, path, tag, digest = split_reference(ref)
+    if tag is None and digest is None:
+        tag = DEFAULT_TAG
+    return f"{domain}/{path}" + (f":{tag}" if tag else "") + (f"@{digest}" if digest else "")
+
+
+def context_name(ref: str) -> str:
+    """The named-context key BuildKit's Dockerfile frontend looks ``FROM ref`` up under: the
+    familiar name (``docker.io/`` and ``library/`` dropped) with its tag and digest, less a
+    trailing ``:latest`` (dockerui ``NamedContext``). Every spelling of one image has the same
+    key, e.g. ``busybox`` for ``docker.io/library/busybox:latest``.
+
+    :raises ValueError: not an image reference.
+    """
+    domain, path, tag, digest = split_reference(ref)
+    if domain == DEFAULT_DOMAIN:
+        name = path[len(_OFFICIAL_PREFIX):] if path.startswith(_OFFICIAL_PREFIX) and path.count("/") == 1 else path
+    else:
+        name = f"{domain}/{path}"
+    key = name + (f":{tag}" if tag else "") + (f"@{digest}" if digest else "")
+    return key[: -len(":" + DEFAULT_TAG)] if key.endswith(":" + DEFAULT_TAG) else key
+
+
+def repository_name(ref: str) -> str:
+    """The normalised repository of a reference, without tag or digest:
+    ``localhost:5555/ns/base:mealkit@sha256:…`` → ``localhost:5555/ns/base``, ``busybox`` →
+    ``docker.io/library/busybox``.
+
+    :raises ValueError: not an image reference.
+    """
+    domain, path, _, _ = split_reference(ref)
+    return f"{domain}/{path}"
 
 
 def check_digest(digest: str) -> str:

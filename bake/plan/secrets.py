@@ -14,6 +14,8 @@ patterns. Error lines never repeat a credential (:func:`redact`).
 
 from __future__ import annotations
 
+import csv
+import io
 import os
 import re
 from dataclasses import dataclass
@@ -119,8 +121,16 @@ class SecretSpec:
     src: Optional[str] = None
 
     def to_bake(self) -> str:
-        """The entry of bake's ``secret`` attribute: ``id=NAME,env=VAR`` or ``id=NAME,src=FILE``."""
-        return f"id={self.id},env={self.env}" if self.env else f"id={self.id},src={self.src}"
+        """The entry of bake's ``secret`` attribute: ``id=NAME,env=VAR`` or ``id=NAME,src=FILE``.
+
+        buildx reads the entry as one CSV record (Go's ``encoding/csv``, which refuses a bare
+        ``"``), so each field is written by CSV's rules: a field holding ``"`` (a path may) is
+        quoted whole, its quotes doubled: ``id=x,"src=/a/b""c"``.
+        """
+        fields = [f"id={self.id}", f"env={self.env}" if self.env else f"src={self.src}"]
+        out = io.StringIO()
+        csv.writer(out, lineterminator="").writerow(fields)
+        return out.getvalue()
 
     def value(self, environ: Mapping[str, str] = os.environ) -> Optional[str]:
         """The secret's value as the build would see it now, or ``None`` when it is not available."""

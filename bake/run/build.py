@@ -173,6 +173,7 @@ def run_build(
     if not engine.engine_reachable():
         host = os.environ.get("DOCKER_HOST", "the default socket")
         raise engine.EngineError(f"cannot reach a Docker engine at {host} (is dockerd running? is DOCKER_HOST right?)")
+    engine.require_buildx(composition.plan, engine.buildx_version())
     reports.drop_stale_metadata()
     built = composition.plan["group"][DEFAULT_GROUP]["targets"]
     run = engine.bake(plan_file, [DEFAULT_GROUP], reports.metadata_file, push=push, pull=pull, load=load, builder=builder,

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from bake.errors import BakePlanError, RunError
 from bake.run.progress import ProgressReader, last_text_line
@@ -233,6 +234,79 @@ def pushed_sizes(ref: str, timeout_s: float = REGISTRY_TIMEOUT_S) -> Dict[str, i
         return out
     except Exception:  # no registry answer, not pushed: no size
         return {}
+
+
+def buildx_version() -> Optional[Tuple[int, int, int]]:
+    """The version of the buildx the docker CLI runs (``docker buildx version``: ``github.com/docker/buildx
+    v0.13.1 …`` or a distribution's ``0.29.1+ds1``), or ``None`` when it cannot be told."""
+    from python_on_whales import docker
+
+    try:
+        words = docker.buildx.version().split()
+    except Exception:  # no buildx, no docker CLI: bake itself says so, in its own words
+        return None
+    for word in words[1:2]:
+        match = re.match(r"v?(\d+)\.(\d+)\.(\d+)", word)
+        if match:
+            return int(match[1]), int(match[2]), int(match[3])
+    return None
+
+
+class BuildxTooOld(EngineError):
+    """This buildx cannot build this plan, and a newer one can (exit 2: nothing was started)."""
+
+
+SAME_TARGET_TWICE = (0, 15)
+"""The first buildx that sends two named contexts on one bake target both as that target's
+result (docker/buildx#2444); older ones send one as ``target:…`` and the build fails with
+``unsupported context source target``."""
+
+PLATFORM_SUBSET = (0, 20)
+"""The first buildx that lets a target on several platforms build on a target on more
+(docker/buildx#2877); older ones refuse any two multi-platform targets whose platforms differ."""
+
+
+def buildx_needed(plan: dict) -> Optional[Tuple[Tuple[int, int], str]]:
+    """The oldest buildx that builds ``plan`` (buildx's JSON shape), when that is newer than
+    0.13, and why: ``((0, 20), "target 'b' (…) builds on target 'a' (…), which …")``; ``None``
+    when buildx 0.13 builds it. Read from the finished plan, so a plugin's
+    ``bake_plan_adjust_target`` counts too."""
+    targets = plan.get("target", {})
+    needs = []
+    for name, target in targets.items():
+        linked: Dict[str, List[str]] = {}
+        for ctx, value in (target.get("contexts") or {}).items():
+            if isinstance(value, str) and value.startswith("target:"):
+                linked.setdefault(value[len("target:"):], []).append(ctx)
+        for other, names in linked.items():
+            if len(names) > 1:
+                needs.append((SAME_TARGET_TWICE, f"target '{name}' has {len(names)} contexts on target '{other}' "
+                                                 f"({', '.join(names)}), which buildx before {_dotted(SAME_TARGET_TWICE)} "
+                                                 "does not resolve (docker/buildx#2444)"))
+            mine, theirs = target.get("platforms") or [], (targets.get(other) or {}).get("platforms") or []
+            if len(mine) > 1 and len(theirs) > 1 and set(mine) != set(theirs):
+                needs.append((PLATFORM_SUBSET, f"target '{name}' ({', '.join(mine)}) builds on target '{other}' "
+                                               f"({', '.join(theirs)}), which buildx before {_dotted(PLATFORM_SUBSET)} "
+                                               "refuses for differing platforms (docker/buildx#2877); or build one "
+                                               "platform per job with --platform"))
+    return max(needs, key=lambda need: need[0]) if needs else None
+
+
+def require_buildx(plan: dict, version: Optional[Tuple[int, int, int]]) -> None:
+    """Stop before building when ``version`` (:func:`buildx_version`) is too old for ``plan``
+    (:func:`buildx_needed`); an unknown version is let through (buildx then says it itself).
+
+    :raises BuildxTooOld: one line naming this buildx, the one needed and the target that needs it.
+    """
+    need = buildx_needed(plan)
+    if version is None or need is None or version[:2] >= need[0]:
+        return
+    raise BuildxTooOld(f"buildx {_dotted(version)} cannot build this plan, buildx {_dotted(need[0])} or newer "
+                       f"can: {need[1]}")
+
+
+def _dotted(version: Sequence[int]) -> str:
+    return ".".join(map(str, version))
 
 
 def engine_reachable() -> bool:

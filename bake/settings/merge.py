@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
 from bake.errors import ConfigError, UsageError, did_you_mean
-from bake.plan.compose import PlanOptions
+from bake.plan.compose import ParentImage, PlanOptions
 from bake.plan.overrides import StageOverride
 from bake.plan.plugins import CORE_PLUGINS, entry_point_names
 from bake.plan.secrets import SecretSpec
@@ -92,7 +92,7 @@ class Settings:
     pairs), ``cache_from_branch``, ``metadata_targets``, ``blocked_plugins`` (entry-point names not
     to load), ``not_secret``. The rest belong to one command or a few, and keep their defaults
     elsewhere: plan and build (``cache_branch``, ``from_registry``, ``digests`` target → sha256
-    digest, ``secrets``, ``metadata_bake_files``, ``format``, ``output``, ``locked``,
+    digest, ``parents`` target → what its ``--parent-report`` says, ``secrets``, ``metadata_bake_files``, ``format``, ``output``, ``locked``,
     ``locks_dir``, ``sources`` the manifest), build (``push``, ``pull``, ``load``, ``builder``, ``metadata_file``, ``sitrep_dir``),
     publish (``dry_run``), matrix (``format``, ``wave``), lock (``python``, ``pip_args``), bump (``names``),
     wheelhouse (``wheelhouse`` the directory, also plan and build's; ``python_version``; ``pip_args``;
@@ -117,6 +117,7 @@ class Settings:
     cache_branch: Optional[str] = None
     from_registry: bool = False
     digests: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    parents: Mapping[str, ParentImage] = dataclasses.field(default_factory=dict)
     secrets: Tuple[SecretSpec, ...] = ()
     metadata_bake_files: Tuple[str, ...] = ()
     format: str = "hcl"
@@ -151,6 +152,7 @@ class Settings:
             targets=self.targets, date=self.date, platforms=self.platforms, registry=self.registry,
             base_images=self.base_images, cache_from_branch=self.cache_from_branch,
             cache_branch=self.cache_branch, from_registry=self.from_registry, digests=dict(self.digests),
+            parents=dict(self.parents),
             secrets=self.secrets, not_secret=self.not_secret, per_arch=per_arch,
             wheelhouse=self.wheelhouse if self.command in WHEELHOUSE_COMMANDS else None,
         )
@@ -181,9 +183,14 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
     if command in TARGET_COMMANDS or command == "config":
         date, from_env = values.resolve_date(provenance["date"].value, environ)
         date_source = from_env or provenance["date"].source
-    digests: Dict[str, str] = {}
+    if flag("parent_report") and not flag("from_registry"):  # it would be read and silently not used
+        raise UsageError("--parent-report is only read in per-job mode: add --from-registry (or drop --parent-report)")
+    parents: Dict[str, ParentImage] = {}
     for report in flag("parent_report") or ():
-        digests.update(values.parent_digests(report, provenance["platforms"].value))
+        for name, parent in values.parent_digests(report).items():
+            if parent.digest or name not in parents:  # another job's failed rebuild never hides a pushed image
+                parents[name] = parent
+    digests = {name: parent.digest for name, parent in parents.items() if parent.digest}
     secrets = values.secrets(flag("secret") or ())
     if command == "build":
         for spec in secrets:
@@ -208,7 +215,7 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
         cache_from_branch=provenance["cache-from-branch"].value, metadata_targets=provenance["metadata-targets"].value,
         blocked_plugins=blocked, not_secret=frozenset(flag("not_secret") or ()),
         cache_branch=values.branch(cache_branch, "--cache-branch") if cache_branch is not None else None,
-        from_registry=bool(flag("from_registry")), digests=digests, secrets=secrets,
+        from_registry=bool(flag("from_registry")), digests=digests, parents=parents, secrets=secrets,
         metadata_bake_files=tuple(flag("metadata_bake_file") or ()), format=flag("format") or "hcl",
         output=flag("output"), locked=bool(flag("locked")), locks_dir=Path(flag("locks_dir") or "locks"),
         sources=sources,

@@ -23,7 +23,10 @@ from bake.plan.names import (
     check_platform,
     check_reference,
     check_registry,
+    normalise_reference,
+    repository_name,
 )
+from bake.plan.compose import ParentImage
 from bake.plan.secrets import SecretSpec, parse_secret
 
 DATE_POLICIES = ("auto", "today", "source-date-epoch")
@@ -73,15 +76,25 @@ def names(values: Sequence[str]) -> Tuple[str, ...]:
     return tuple(dict.fromkeys(n.strip() for v in values for n in v.split(",") if n.strip()))
 
 
+EPOCH_DAY = datetime.date(1970, 1, 1)
+"""The first day a plan can have: every target's ``SOURCE_DATE_EPOCH`` is its midnight in Unix
+seconds, which the reproducible-builds spec (and buildx) read as a non-negative integer."""
+
+
 def date_policy(value, where: str) -> str:
-    """``auto``, ``today``, ``source-date-epoch`` or a real ``YYYY-MM-DD`` day (a TOML date is
-    that day).
+    """``auto``, ``today``, ``source-date-epoch`` or a real ``YYYY-MM-DD`` day from 1970-01-01 on
+    (:data:`EPOCH_DAY`; a TOML date is that day).
 
     :raises UsageError: anything else, naming ``where``.
     """
     if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
-        return value.isoformat()
-    if value in DATE_POLICIES or _is_day(_filled(value, where)):
+        value = value.isoformat()
+    if value in DATE_POLICIES:
+        return value
+    if _is_day(_filled(value, where)):
+        if datetime.date.fromisoformat(value) < EPOCH_DAY:
+            raise error(where, f"{value!r} is before {EPOCH_DAY.isoformat()}: its SOURCE_DATE_EPOCH would be "
+                               "negative, which builds do not take")
         return value
     raise error(where, f"{value!r} is not a date in the form YYYY-MM-DD, nor one of {', '.join(DATE_POLICIES)}")
 
@@ -132,14 +145,25 @@ def base_image_pair(original: str, replacement: str, where: str) -> Tuple[str, s
 
 
 def base_images(pairs: Sequence[Tuple[str, str]], where: str) -> Dict[str, str]:
-    """``{original: replacement}`` from pairs (:func:`base_image_pair` each); one original
-    replaced twice, differently, is an error."""
+    """``{original: replacement}`` from pairs (:func:`base_image_pair` each), first spelling kept.
+    Originals are compared as one image however they are spelled
+    (:func:`bake.plan.names.normalise_reference`: ``busybox``, ``busybox:latest`` and
+    ``docker.io/library/busybox:latest`` are one), so the same pair twice is kept once.
+
+    :raises UsageError: (flags) / :class:`ConfigError` (file): a bad pair, or one image given two
+        different replacements, naming both.
+    """
     out: Dict[str, str] = {}
+    seen: Dict[str, Tuple[str, str]] = {}  # normalised original → the pair that first named it
     for original, replacement in pairs:
         base_image_pair(original, replacement, where)
-        if out.get(original, replacement) != replacement:  # a TOML table cannot say it twice
-            raise UsageError(f"{where} {original!r} is given twice, as {out[original]!r} and {replacement!r}")
-        out[original] = replacement
+        image = normalise_reference(original)
+        first = seen.setdefault(image, (original, replacement))
+        if normalise_reference(first[1]) != normalise_reference(replacement):
+            raise error(where, f"'{first[0]}={first[1]}' and '{original}={replacement}' replace one image "
+                               f"({image}) differently: give one replacement")
+        if first == (original, replacement):
+            out[original] = replacement
     return out
 
 
@@ -231,15 +255,17 @@ def existing_file(value: str, where: str, what: str) -> Path:
     return Path(value)
 
 
-def parent_digests(path: str, platforms: Sequence[str] = (), where: str = "--parent-report") -> Dict[str, str]:
-    """Bake target → image digest from a sitrep.json (``targets.<name>.digest``) or a buildx
-    metadata file (``<name>.containerimage.digest``); each digest checked
-    (:func:`bake.plan.names.check_digest`), as it goes into the plan.
+def parent_digests(path: str, where: str = "--parent-report") -> Dict[str, ParentImage]:
+    """What a parent job's report says of each target it names: bake target →
+    :class:`bake.plan.compose.ParentImage` (digest, and what the report tells of where and for
+    which platforms it was pushed and whether it passed), from a sitrep.json
+    (``targets.<name>``: ``digest``, ``platforms``, ``tags``, ``outcome``) or a buildx metadata
+    file (``<name>``: ``containerimage.digest``, ``image.name``). Each digest is checked
+    (:func:`bake.plan.names.check_digest`), as it goes into the plan; whether the report fits the
+    plan (its registry, its platforms, a parent that failed) is checked where the plan pins it
+    (:meth:`bake.plan.compose.ParentImage.pin`).
 
-    :param platforms: the platforms of this run: a sitrep target built for other platforms (a
-        per-arch job handed the other arch's report) is refused. Metadata files name no platform.
-    :raises UsageError: the file is unreadable, neither shape, holds a malformed digest, or
-        reports a target built for other platforms.
+    :raises UsageError: the file is unreadable, neither shape, or holds a malformed digest.
     """
     try:
         data = read_json(path)
@@ -250,22 +276,31 @@ def parent_digests(path: str, platforms: Sequence[str] = (), where: str = "--par
     if isinstance(data, dict):  # buildx's own keys beside the targets (buildx.build.warnings)
         data = {k: v for k, v in data.items() if not k.startswith("buildx.")}
     if isinstance(data, dict) and isinstance(data.get("targets"), dict):
-        found = {n: t.get("digest") for n, t in data["targets"].items() if isinstance(t, dict)}
-        for name, entry in data["targets"].items():
-            built = entry.get("platforms") if isinstance(entry, dict) else None
-            if found.get(name) and platforms and isinstance(built, list) and not set(platforms) <= set(built):
-                raise error(where, f"{path}: target {name!r} was built for {', '.join(map(str, built))}, "
-                                   f"not {', '.join(platforms)} (the report of another arch's job?)")
+        entries = {n: t for n, t in data["targets"].items() if isinstance(t, dict)}
+        found = {n: (t.get("digest"), t.get("platforms"), t.get("tags"), t.get("outcome")) for n, t in entries.items()}
     elif isinstance(data, dict) and all(isinstance(v, dict) for v in data.values()):
-        found = {n: t.get("containerimage.digest") for n, t in data.items()}
+        found = {n: (t.get("containerimage.digest"), None, str(t.get("image.name") or "").split(","), None)
+                 for n, t in data.items()}
     else:
         raise error(where, f"{path}: neither a sitrep.json nor a buildx metadata file")
     out = {}
-    for name, digest in found.items():
-        if not digest:
-            continue
-        try:
-            out[name] = check_digest(digest)
-        except ValueError as err:
-            raise error(where, f"{path}: target {name!r}: {err}") from None
+    for name, (digest, built, tags, outcome) in found.items():
+        if digest:
+            try:
+                check_digest(digest)
+            except ValueError as err:
+                raise error(where, f"{path}: target {name!r}: {err}") from None
+        elif outcome in (None, "pass"):
+            continue  # named without an image and without saying why: as if not named
+        repositories = []
+        for tag in tags if isinstance(tags, list) else ():
+            try:
+                repositories.append(repository_name(tag))
+            except (ValueError, TypeError):
+                continue  # not an image reference: the report does not say where this one went
+        out[name] = ParentImage(
+            digest=digest or None, report=str(path),
+            platforms=tuple(map(str, built)) if isinstance(built, list) else None,
+            repositories=tuple(dict.fromkeys(repositories)), outcome=outcome if isinstance(outcome, str) else None,
+        )
     return out
