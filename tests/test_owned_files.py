@@ -347,6 +347,14 @@ def test_lock_with_a_python_that_is_not_an_interpreter_is_one_line(owned_cli, tm
     assert not (tmp_path / "locks").exists()
 
 
+def test_lock_checks_python_before_checking_out_the_chains_sources(cli, tmp_path):
+    env = dict(NO_ENGINE, BAKE_PLAN_CHECKOUTS=str(tmp_path / "checkouts"))
+    proc = cli("lock", "--target", "jax", "--python", "/bin/true", cwd=tmp_path, env=env)
+    assert one_line(proc) == ("--python /bin/true: not a Python interpreter (`/bin/true -c ...` exited 0 and "
+                              "printed no version)")
+    assert list(tmp_path.iterdir()) == [], "no checkout was started, no lock written"
+
+
 def test_a_wheelhouse_that_is_a_file_says_so(cli, tmp_path):
     (tmp_path / "wh").write_text("x\n")
     proc = cli("--target", "base", "--wheelhouse", "wh", "-o", "plan.hcl", cwd=tmp_path)
