@@ -55,13 +55,18 @@ def make_plan(
         (:func:`bake.pip.lock.locked_contexts`, which checks the lock is current).
     :raises bake.errors.BakePlanError: bad input, with a one-line message naming the culprit.
     """
+    from bake.pip.lock import check_lock_names
+    from bake.pip.sources import check_manifest, check_sources
     from bake.plan.secrets import SECRET_HINT, find_secret_values
 
+    check_manifest()  # a manifest that is not TOML fails every plan, naming the file, not a plugin
     hooks = Hooks(pm if pm is not None else get_plugin_manager())
     stages = collect_stages(hooks, overrides)
+    check_lock_names(list(stages.values()))
     if options.wheelhouse is not None:
         options = dataclasses.replace(options, wheelhouse_users=wheelhouse_users(stages))
     composition = compose(stages, options, hooks)
+    check_sources(composition.chain)  # a bad manifest entry fails only the plans that use it
     if locks_dir is not None:
         from bake.pip.lock import locked_contexts
 

@@ -99,7 +99,7 @@ def _selection_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _locks_dir_argument(parser) -> None:
-    parser.add_argument("--locks-dir", default=DEFAULT_LOCKS_DIR, metavar="DIR",
+    parser.add_argument("--locks-dir", default=None, metavar="DIR",  # None: not given (a given one must exist to be read)
                         help=f"where locks are (default ./{DEFAULT_LOCKS_DIR})")
 
 

@@ -136,9 +136,11 @@ def matrix(settings: Settings) -> int:
 def lock(settings: Settings) -> int:
     """``bake-plan lock``: compile each requested stage's chain of requirement lines on the host
     and write the locks, all or none. :returns: 0; a conflict raises :class:`bake.errors.LockConflict`."""
-    from bake.pip.lock import lock_specs, resolve, write_locks
+    from bake.pip.lock import lock_specs, python_version, resolve, write_locks
     from bake.pip.sources import prepare_checkouts
 
+    if settings.python is not None:  # a --python that is no interpreter is said before any checkout
+        python_version(settings.python)
     composition = compose(settings)
     # git-clone sources' -e file:///opt/<src> lines resolve from host checkouts (host_paths).
     for made in prepare_checkouts(composition.chain):

@@ -30,6 +30,7 @@ LAYERS: Tuple[Tuple[int, str], ...] = (
     (0, "bake.resources"),
     (0, "bake.output"),
     (0, "bake.documents"),
+    (0, "bake.owned"),
     (0, "bake.version"),
     (1, "bake"),  # the package itself only: a facade over bake.plan (and bake.version) for plugins
     (1, "bake.plan.*"),

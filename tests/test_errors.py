@@ -241,7 +241,7 @@ def test_output_reader_leaving_early_is_quiet(tmp_path):
 def test_sitrep_dir_is_a_file(cli, tmp_path):
     (tmp_path / "reports").write_text("a file\n")
     proc = cli("build", "--target", "jax", "--sitrep-dir", "reports", cwd=tmp_path)
-    assert_one_line_error(proc, "cannot prepare reports", "File exists")
+    assert_one_line_error(proc, "--sitrep-dir reports: is not a directory")
 
 
 # --- plugins ----------------------------------------------------------------------------------

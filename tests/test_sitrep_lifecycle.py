@@ -16,11 +16,17 @@ NO_ENGINE = dict(os.environ, DOCKER_HOST="unix:///nonexistent/docker.sock")
 
 
 def _previous_run(sitrep):
+    """The reports of a previous run, written and recorded as bake-plan does (bake.owned.Record):
+    bake-plan removes only files it wrote."""
+    from bake.owned import Record
+
     sitrep.mkdir()
+    record = Record(sitrep)
     for name in ("sitrep.json", "badge.json"):
-        (sitrep / name).write_text(json.dumps({"outcome": "pass", "message": "pass"}))
-    (sitrep / "sitrep.md").write_text("## ✅ old\n")
-    (sitrep / "bake-metadata.json").write_text("{}")
+        record.write(name, json.dumps({"outcome": "pass", "message": "pass"}), name)
+    record.write("sitrep.md", "## ✅ old\n", "the summary")
+    (sitrep / "bake-metadata.json").write_text("{}")  # written by buildx, at bake-plan's asking
+    record.adopt("bake-metadata.json", None, "the metadata file")
 
 
 def test_a_run_without_an_engine_leaves_no_old_pass_behind(cli, tmp_path):
@@ -28,7 +34,8 @@ def test_a_run_without_an_engine_leaves_no_old_pass_behind(cli, tmp_path):
     _previous_run(sitrep)
     proc = cli("build", "--target", "jax", "--sitrep-dir", "sitrep", cwd=tmp_path, env=NO_ENGINE)
     assert_one_line_error(proc, "cannot reach a Docker engine")
-    assert sorted(p.name for p in sitrep.iterdir()) == ["bake-metadata.json"], "only the metadata file stays"
+    assert sorted(p.name for p in sitrep.iterdir()) == [".bake-plan-written.json", "bake-metadata.json"], \
+        "only the metadata file (and the record of what bake-plan wrote) stays"
 
 
 @pytest.mark.parametrize("make, needle", [

@@ -207,7 +207,8 @@ def test_wheelhouse_fills_from_the_lines_then_leaves_unchanged_wheels_alone(cli,
     first = _wheelhouse(cli, site, tmp_path, index, "--target", "wh-leaf", "-o", str(out))
     assert first.returncode == 0, first.stderr
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["alpha-1.0-py3-none-any.whl", "beta-1.0-py3-none-any.whl", "pip-25.2-py3-none-any.whl",
+    assert names == [".bake-plan-written.json",  # the record of the wheels bake-plan added (bake.owned)
+                     "alpha-1.0-py3-none-any.whl", "beta-1.0-py3-none-any.whl", "pip-25.2-py3-none-any.whl",
                      "pip_tools-7.4.1-py3-none-any.whl"]
     assert "4 wheels added, 0 unchanged" in first.stdout
     assert "for Python 3.11 on linux/amd64" in first.stderr

@@ -49,8 +49,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from bake.errors import LockConflict, LockError, OutputError, UsageError
+from bake.errors import LockConflict, LockError, OutputError, StageError, UsageError
 from bake.output import write_atomic
+from bake.owned import kind_of, not_ours, own_directory
 from bake.pip import requirements as reqs
 from bake.plan.compose import Composition
 from bake.plan.names import arch_of, target_name
@@ -58,7 +59,8 @@ from bake.plan.stage import Stage
 
 CONTEXT_DIR = ".pip-lock"
 """Under the locks directory: ``<stage>/requirements[-<arch>].lock``, the ``pip-lock`` named
-context of a ``--locked`` build (a copy of the lock, refreshed on every locked plan)."""
+context of a ``--locked`` build (a copy of the lock, refreshed on every locked plan). bake-plan
+makes it as real directories and keeps only its lock copies in it (:func:`_context_dir`)."""
 
 HEADER = "# bake-plan "
 # Options pip-finalize.sh uses: index settings are never written into a lock (credentials in an
@@ -228,20 +230,35 @@ def interpreter(python: str) -> str:
     return os.path.abspath(python)
 
 
-def python_version(python: str) -> str:
-    """The version of ``python``, checking it has pip-tools.
+_PYTHON_SAYS = "bake-plan-python "
+"""What an interpreter prints before its version when asked (:func:`python_version`): a program
+that prints nothing, or something else, is not a Python."""
 
-    :raises UsageError: the interpreter cannot be run or has no pip-tools.
+
+def python_version(python: str) -> str:
+    """The version of ``python``, checking it is a Python interpreter that has pip-tools.
+
+    :raises UsageError: one line naming ``--python``: it cannot be run, is not a Python
+        interpreter (``/bin/true``), or has no pip-tools.
     """
-    python = interpreter(python)
+    given, python = python, interpreter(python)
+    probe = (f"import sys; print({_PYTHON_SAYS!r} + '.'.join(map(str, sys.version_info[:3])))\n"
+             "import piptools")
     try:
-        proc = subprocess.run([python, "-c", "import piptools, platform; print(platform.python_version())"],
-                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        proc = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=120,
+                              stdin=subprocess.DEVNULL)
     except OSError as err:
-        raise UsageError(f"--python {python}: cannot run it: {err.strerror or err}") from None
+        raise UsageError(f"--python {given}: cannot run it: {err.strerror or err}") from None
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"--python {given}: not a Python interpreter (it did not answer within 120 s)") from None
+    said = [line[len(_PYTHON_SAYS):] for line in proc.stdout.splitlines() if line.startswith(_PYTHON_SAYS)]
+    if not said or not re.fullmatch(r"\d+\.\d+\.\d+", said[0]):
+        rows = [row.strip() for row in (proc.stderr or proc.stdout).splitlines() if row.strip()]
+        why = f"`{python} -c ...` exited {proc.returncode}" + (f": {rows[-1][:200]}" if rows else " and printed no version")
+        raise UsageError(f"--python {given}: not a Python interpreter ({why})")
     if proc.returncode != 0:
-        raise UsageError(f"--python {python}: pip-tools is not installed for it (pip install pip-tools)")
-    return proc.stdout.strip()
+        raise UsageError(f"--python {given}: pip-tools is not installed for it (pip install pip-tools)")
+    return said[0]
 
 
 def compile_lock(spec: LockSpec, pip_args: Sequence[str] = (), python: str = "python3",
@@ -611,16 +628,77 @@ def _failure(spec: LockSpec, lines: Sequence[Line], output: str, pip_args, pytho
     return LockError(f"pip-compile failed for {spec.describe()}: {reason}", errors[:-1][-10:])
 
 
+def lock_file_names(stage: Stage) -> List[str]:
+    """Every lock file name ``stage`` may write in the locks directory: ``<stage>.txt`` and, for
+    a lock per arch, ``<stage>-<arch>.txt`` for each of its platforms ([] for a one-target stage)."""
+    if stage.kind != "mealkit":
+        return []
+    return [f"{stage.name}.txt", *dict.fromkeys(f"{stage.name}-{arch_of(p)}.txt" for p in stage.platforms)]
+
+
+def check_lock_names(stages: Sequence[Stage]) -> None:
+    """Refuse two stages whose locks could land on one file of the locks directory (stage ``x``
+    locked per arch writes ``x-amd64.txt``, which is also the lock of a stage ``x-amd64``).
+
+    :raises StageError: one line naming both stages, their plugins and the file.
+    """
+    seen: Dict[str, Stage] = {}
+    for stage in sorted(stages, key=lambda s: s.name):
+        for filename in lock_file_names(stage):
+            other = seen.get(filename)
+            if other is not None and other.name != stage.name:
+                raise StageError(f"stages '{other.name}' (plugin '{other.plugin}') and '{stage.name}' (plugin "
+                                 f"'{stage.plugin}') would both write the lock file {filename} in the locks "
+                                 f"directory (a lock per arch is <stage>-<arch>.txt); rename one of them")
+            seen[filename] = stage
+
+
+def _lock_text(path: Path) -> Optional[str]:
+    """The text of a regular file at ``path`` (a link is not followed), else ``None``."""
+    if kind_of(path) != "file":
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, "rb") as handle:
+            return handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def is_lock_of(path: Path, target: str) -> bool:
+    """``path`` is a regular file (not a link) whose ``# bake-plan target:`` header names
+    ``target``: a lock (or its ``pip-lock`` copy) bake-plan wrote for that stage."""
+    text = _lock_text(path)
+    return text is not None and read_header(text).get("target") == [target]
+
+
+def _check_lock_path(path: Path, target: str, what: str) -> None:
+    """:raises OutputError: ``path`` is there and is not a lock bake-plan wrote for ``target``."""
+    kind = kind_of(path)
+    if kind is not None and not is_lock_of(path, target):
+        if kind == "file":
+            raise OutputError(f"{path}: not a lock bake-plan wrote for '{target}' (no `# bake-plan target: "
+                              f"{target}` header), so it will not replace or delete it; move it away "
+                              f"(bake-plan writes {what} there)")
+        raise not_ours(path, kind, what)
+
+
 def write_locks(results: Sequence[Tuple[LockSpec, str]], locks_dir: Path) -> List[Path]:
     """Write each lock atomically into ``locks_dir`` (created if missing), and remove the lock files
     of the same stages in the other form (one lock vs. one per arch) that are now out of date.
 
-    :raises OutputError: the directory or a file cannot be written.
+    Only a lock bake-plan wrote for the same stage (its header says so) is replaced or removed;
+    every path is checked before anything is written.
+
+    :raises OutputError: the directory or a file cannot be written; a lock's name is taken by a
+        file bake-plan did not write for that stage, a symbolic link or a directory.
     """
     try:
         locks_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise OutputError(f"cannot create the locks directory {locks_dir}: {err.strerror or err}") from None
+    for spec, _ in results:
+        _check_lock_path(locks_dir / spec.filename, spec.target, f"the lock of '{spec.target}'")
     written = []
     for spec, text in results:
         path = locks_dir / spec.filename
@@ -630,10 +708,9 @@ def write_locks(results: Sequence[Tuple[LockSpec, str]], locks_dir: Path) -> Lis
         other = [locks_dir / f"{spec.target}.txt"] if spec.per_arch else \
             sorted(locks_dir.glob(f"{spec.target}-*.txt"))
         for path in other:
-            if path in written or not path.is_file():
-                continue
-            if read_header(path.read_text(encoding="utf-8", errors="replace")).get("target") == [spec.target]:
-                path.unlink()
+            if path in written or not is_lock_of(path, spec.target):
+                continue  # another stage's lock, or a file bake-plan did not write: left alone
+            path.unlink()
     return written
 
 
@@ -644,6 +721,8 @@ def locked_contexts(composition: Composition, locks_dir: Path) -> Tuple[Tuple[st
     :returns: ``(stage name, absolute context directory)`` pairs for :class:`bake.plan.compose.PlanOptions`.
     :raises UsageError: a lock is missing, is another stage's, does not cover a platform of the plan,
         was made for another Python than the stage declares, is out of date (the stages' lines changed since), or skipped in-image lines.
+    :raises OutputError: the context directory holds something bake-plan did not put there, or
+        a part of it is a symbolic link (:func:`_context_dir`).
     """
     pairs = []
     for name in composition.requested:
@@ -674,15 +753,42 @@ def locked_contexts(composition: Composition, locks_dir: Path) -> Tuple[Tuple[st
                 raise UsageError(f"--locked: {path} leaves out {len(head['skipped'])} in-image line(s) with no "
                                  f"host path ({head['skipped'][0]}); declare host_paths on the stage")
             files[spec.context_name] = text
-        directory = (locks_dir / CONTEXT_DIR / name).resolve()
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-            for old in directory.glob("*.lock"):
-                if old.name not in files:
-                    old.unlink()
-        except OSError as err:
-            raise OutputError(f"cannot prepare the pip-lock context {directory}: {err.strerror or err}") from None
+        directory = _context_dir(locks_dir, name, files)
         for filename, text in files.items():
             write_atomic(str(directory / filename), text, "the pip-lock context")
         pairs.append((name, str(directory)))
     return tuple(pairs)
+
+
+def _context_dir(locks_dir: Path, name: str, files: Dict[str, str]) -> Path:
+    """``<locks>/.pip-lock/<name>``, made as real directories (no link followed below the locks
+    directory), emptied of the locks bake-plan copied there before that are not in ``files``.
+
+    The directory is sent to the build whole, as the ``pip-lock`` context: anything in it that
+    bake-plan did not put there (a file without the lock header of ``name``, a link, a
+    directory) is refused, not deleted.
+
+    :returns: its absolute path.
+    :raises OutputError: a link or another file is in the way, or it cannot be made.
+    """
+    why = f"the pip-lock context of '{name}'"
+    relative = Path(CONTEXT_DIR) / name
+    directory = own_directory(locks_dir / relative, locks_dir, why)
+    try:
+        entries = sorted(os.listdir(directory))
+    except OSError as err:
+        raise OutputError(f"cannot prepare the pip-lock context {directory}: {err.strerror or err}") from None
+    for entry in entries:
+        path = directory / entry
+        if not is_lock_of(path, name):
+            kind = kind_of(path)
+            if kind == "file":
+                raise OutputError(f"{path}: bake-plan did not put this file in {why}, which is sent to the build "
+                                  "whole; remove it (bake-plan keeps only its lock copies there)")
+            raise not_ours(path, kind, why)
+        if entry not in files:
+            try:
+                path.unlink()
+            except OSError as err:
+                raise OutputError(f"cannot prepare the pip-lock context {directory}: {err.strerror or err}") from None
+    return locks_dir.absolute().resolve() / relative

@@ -70,6 +70,8 @@ class ManifestSource:
     :param patches: applied in order on the commit (``git-clone`` only): git refs fetched from the
         source (``pull/12/head``) or ``file://<path>`` patch files relative to the manifest.
     :param base_dir: the manifest's directory, which ``file://`` patches are relative to.
+    :param problem: for an entry the manifest checks refuse, the one line saying why (its other
+        fields are then empty); only a plan that uses the source fails with it (:func:`check_sources`).
     """
 
     key: str
@@ -80,6 +82,7 @@ class ManifestSource:
     mirror_url: Optional[str] = None
     patches: Tuple[str, ...] = ()
     base_dir: Optional[str] = None
+    problem: Optional[str] = None
 
     @property
     def fetch_url(self) -> str:
@@ -128,15 +131,19 @@ def _check_patches(value, mode: str, here: str, base_dir: Optional[str]) -> Tupl
     return tuple(value)
 
 
-def parse_manifest(text: str, where: str, base_dir: Optional[str] = None) -> Dict[str, ManifestSource]:
+def parse_manifest(text: str, where: str, base_dir: Optional[str] = None,
+                   strict: bool = True) -> Dict[str, ManifestSource]:
     """Parse and check manifest text.
 
     :param where: the file name, for messages.
     :param base_dir: the manifest's directory: ``file://`` patches must exist under it (``None``:
         not checked).
+    :param strict: raise on the first entry the checks refuse; with ``False``, such an entry is
+        returned with its ``problem`` set, so only what uses it fails (a plan, :func:`check_sources`).
     :returns: table name → :class:`ManifestSource`, in file order.
-    :raises SourcesError: invalid TOML, a value that is not a table, a missing or unknown key, a
-        commit that is not 40 lower-case hex digits, an unknown mode; one line naming file and table.
+    :raises SourcesError: invalid TOML (always: the file as a whole cannot be read); with
+        ``strict``, a value that is not a table, a missing or unknown key, a commit that is not
+        40 lower-case hex digits, an unknown mode; one line naming file and table.
     """
     try:
         data = parse_toml(text)
@@ -145,43 +152,54 @@ def parse_manifest(text: str, where: str, base_dir: Optional[str] = None) -> Dic
     out: Dict[str, ManifestSource] = {}
     names: Dict[str, str] = {}
     for key, table in data.items():
-        here = f"{where}: [{key}]"
-        if not isinstance(table, dict):
-            raise SourcesError(f"{where}: '{key}' must be a table ([{key}] with url, tracking_ref, commit, mode)")
-        if not _TABLE_NAME.match(key):
-            raise SourcesError(f"{here}: a source name is letters, digits, '-' and '_', starting with a letter")
-        missing = [k for k in KEYS if k not in table]
-        if missing:
-            raise SourcesError(f"{here}: missing {', '.join(missing)}")
-        unknown = sorted(set(table) - set(KEYS) - set(OPTIONAL_KEYS))
-        if unknown:
-            raise SourcesError(f"{here}: unknown key {unknown[0]!r} (known: {', '.join(KEYS + OPTIONAL_KEYS)})")
-        for k in KEYS + ("mirror_url",):
-            if k not in table:
-                continue
-            value = table[k]
-            if not isinstance(value, str) or not value or any(c in value for c in "#\n\r \t"):
-                raise SourcesError(f"{here}: {k} {value!r} must be a non-empty string without '#' or spaces")
-        for k in ("url", "mirror_url", "tracking_ref"):
-            if k in table and table[k].startswith("-"):  # git would read it as an option
-                raise SourcesError(f"{here}: {k} {table[k]!r} starts with '-': git would take it for an option")
-        for k in ("url", "mirror_url"):
-            if k in table and _USERINFO.match(table[k]):
-                raise SourcesError(f"{here}: {k} carries credentials (user:password@); plans pass it as a build "
-                                   "arg, so leave them to git (a credential helper or an SSH key)")
-        if not _COMMIT.match(table["commit"]):
-            raise SourcesError(f"{here}: commit {table['commit']!r} is not a 40-hex commit (run `bake-plan bump {key}`)")
-        if table["mode"] not in SOURCE_MODES:
-            raise SourcesError(f"{here}: mode {table['mode']!r} is not one of {', '.join(SOURCE_MODES)}")
-        patches = _check_patches(table.get("patches", []), table["mode"], here, base_dir)
-        entry = ManifestSource(key=key, url=table["url"], tracking_ref=table["tracking_ref"],
-                               commit=table["commit"], mode=table["mode"], mirror_url=table.get("mirror_url"),
-                               patches=patches, base_dir=base_dir)
-        if entry.name in names:
-            raise SourcesError(f"{here}: both [{names[entry.name]}] and [{key}] become URLREF_{entry.name}")
+        try:
+            entry = _check_entry(key, table, where, base_dir)
+            if entry.name in names:
+                raise SourcesError(f"{where}: [{key}]: both [{names[entry.name]}] and [{key}] become URLREF_{entry.name}")
+        except SourcesError as err:
+            if strict:
+                raise
+            out[key] = ManifestSource(key=key, url="", tracking_ref="", commit="", mode="", problem=str(err))
+            continue
         names[entry.name] = key
         out[key] = entry
     return out
+
+
+def _check_entry(key: str, table, where: str, base_dir: Optional[str]) -> ManifestSource:
+    """One table of the manifest, checked. :raises SourcesError: one line naming file and table."""
+    here = f"{where}: [{key}]"
+    if not isinstance(table, dict):
+        raise SourcesError(f"{where}: '{key}' must be a table ([{key}] with url, tracking_ref, commit, mode)")
+    if not _TABLE_NAME.match(key):
+        raise SourcesError(f"{here}: a source name is letters, digits, '-' and '_', starting with a letter")
+    missing = [k for k in KEYS if k not in table]
+    if missing:
+        raise SourcesError(f"{here}: missing {', '.join(missing)}")
+    unknown = sorted(set(table) - set(KEYS) - set(OPTIONAL_KEYS))
+    if unknown:
+        raise SourcesError(f"{here}: unknown key {unknown[0]!r} (known: {', '.join(KEYS + OPTIONAL_KEYS)})")
+    for k in KEYS + ("mirror_url",):
+        if k not in table:
+            continue
+        value = table[k]
+        if not isinstance(value, str) or not value or any(c in value for c in "#\n\r \t"):
+            raise SourcesError(f"{here}: {k} {value!r} must be a non-empty string without '#' or spaces")
+    for k in ("url", "mirror_url", "tracking_ref"):
+        if k in table and table[k].startswith("-"):  # git would read it as an option
+            raise SourcesError(f"{here}: {k} {table[k]!r} starts with '-': git would take it for an option")
+    for k in ("url", "mirror_url"):
+        if k in table and _USERINFO.match(table[k]):
+            raise SourcesError(f"{here}: {k} carries credentials (user:password@); plans pass it as a build "
+                               "arg, so leave them to git (a credential helper or an SSH key)")
+    if not _COMMIT.match(table["commit"]):
+        raise SourcesError(f"{here}: commit {table['commit']!r} is not a 40-hex commit (run `bake-plan bump {key}`)")
+    if table["mode"] not in SOURCE_MODES:
+        raise SourcesError(f"{here}: mode {table['mode']!r} is not one of {', '.join(SOURCE_MODES)}")
+    patches = _check_patches(table.get("patches", []), table["mode"], here, base_dir)
+    return ManifestSource(key=key, url=table["url"], tracking_ref=table["tracking_ref"],
+                          commit=table["commit"], mode=table["mode"], mirror_url=table.get("mirror_url"),
+                          patches=patches, base_dir=base_dir)
 
 
 _cache: Dict[Tuple[str, int, int], Dict[str, ManifestSource]] = {}
@@ -197,17 +215,27 @@ def _read(file: Path) -> str:
         raise SourcesError(f"cannot read the sources manifest {file}: {err.strerror or err}") from None
 
 
-def load_manifest(path: Optional[Union[str, Path]] = None) -> Dict[str, ManifestSource]:
-    """Read the manifest (default :func:`manifest_path`); cached while the file is unchanged.
+def check_manifest(path: Optional[Union[str, Path]] = None) -> None:
+    """Read the manifest in use as a whole (its entries are checked where they are used).
 
-    :raises SourcesError: the file cannot be read, or :func:`parse_manifest` refuses it.
+    :raises SourcesError: it cannot be read, is not UTF-8 or not valid TOML: every plan fails,
+        naming the file (not the first plugin that happened to read it).
+    """
+    load_manifest(path)
+
+
+def load_manifest(path: Optional[Union[str, Path]] = None) -> Dict[str, ManifestSource]:
+    """Read the manifest (default :func:`manifest_path`); cached while the file is unchanged. An
+    entry the checks refuse comes back with its ``problem`` (``parse_manifest(strict=False)``).
+
+    :raises SourcesError: the file cannot be read, is not UTF-8 or not valid TOML.
     """
     file = Path(path) if path is not None else manifest_path()
     try:
         stat = file.stat()
         key = (str(file.resolve()), stat.st_mtime_ns, stat.st_size)
         if key not in _cache:
-            _cache[key] = parse_manifest(_read(file), str(file), str(file.resolve().parent))
+            _cache[key] = parse_manifest(_read(file), str(file), str(file.resolve().parent), strict=False)
     except OSError as err:
         raise SourcesError(f"cannot read the sources manifest {file}: {err.strerror or err}") from None
     return _cache[key]
@@ -231,31 +259,76 @@ def source(name: str, path: Optional[str] = None, clone: bool = False) -> Source
     commit, so plans pass ``URLREF_<NAME> = <url>#<commit>`` (``mirror_url`` when set), and the
     source's ``mode`` and ``patches`` (``MODE_<NAME>``, ``PATCHES_<NAME>``).
 
+    An entry that cannot be built (refused by the manifest checks, a placeholder commit, or
+    ``clone`` and a mode other than ``git-clone``) does not fail here, where every plan collects
+    every plugin's stages: a stand-in comes back, and only a plan whose stages use it fails, naming
+    the file, the source and the stage (:func:`check_sources`).
+
     :param name: the manifest table (``jax``, ``transformer-engine``).
     :param path: where the source lands in the image (default ``/opt/<name>``).
     :param clone: the stage needs a checkout (it builds from it): a ``pip-vcs`` mode is refused.
-    :raises SourcesError: the manifest is unreadable or malformed, has no such source, its
-        commit is the all-zeros placeholder, or ``clone`` and the mode is not ``git-clone``.
+    :raises SourcesError: the manifest cannot be read or is not valid TOML, or has no such source.
     """
-    found = entry(name)
-    if clone and found.mode != "git-clone":
-        raise SourcesError(f"{manifest_path()}: [{found.key}]: mode {found.mode!r}: this stage builds from a "
-                           "checkout, so the source must be 'git-clone'")
+    found, problem = _usable(name, clone)
+    if problem:
+        return _stand_in(found, path, problem)
     return _source(found, path)
 
 
 def entry(name: str) -> ManifestSource:
     """The manifest entry for ``name`` (a key or ``URLREF_`` name) in the manifest in use.
 
-    :raises SourcesError: the manifest is unreadable or malformed, has no such source, or its
-        commit is the all-zeros placeholder (one line naming the file and the source).
+    :raises SourcesError: the manifest is unreadable or malformed, has no such source, the entry
+        is refused, or its commit is the all-zeros placeholder (one line naming the file and the source).
+    """
+    found, problem = _usable(name)
+    if problem:
+        raise SourcesError(problem)
+    return found
+
+
+def _usable(name: str, clone: bool = False) -> Tuple[ManifestSource, Optional[str]]:
+    """The entry for ``name`` and, when a plan cannot build it, why (one line naming file and table).
+
+    :raises SourcesError: the manifest cannot be read, or has no such source.
     """
     file = manifest_path()
     found = lookup(load_manifest(file), name, str(file))
+    if found.problem:
+        return found, found.problem
     if found.commit == PLACEHOLDER:
-        raise SourcesError(f"{file}: [{found.key}]: commit is a placeholder (all zeros), not a commit that "
-                           f"exists: run `bake-plan bump {found.key}` or write the commit")
-    return found
+        return found, (f"{file}: [{found.key}]: commit is a placeholder (all zeros), not a commit that exists: "
+                       f"run `bake-plan bump {found.key}` or write the commit")
+    if clone and found.mode != "git-clone":
+        return found, (f"{file}: [{found.key}]: mode {found.mode!r}: this stage builds from a checkout, so the "
+                       "source must be 'git-clone'")
+    return found, None
+
+
+_STAND_IN = "bake-plan-refused-source:"
+_REFUSED: Dict[str, str] = {}
+"""Stand-in URL → why the entry was refused, for :func:`check_sources`."""
+
+
+def _stand_in(found: ManifestSource, path: Optional[str], problem: str) -> Source:
+    import hashlib
+
+    url = _STAND_IN + hashlib.sha256(problem.encode()).hexdigest()[:16]
+    _REFUSED[url] = problem
+    return Source(found.name, url, PLACEHOLDER, path=path, mode="git-clone")
+
+
+def check_sources(stages) -> None:
+    """Refuse a plan whose ``stages`` (its chain) use a source :func:`source` could not build.
+
+    :raises SourcesError: one line: the manifest, the source's table, what is wrong, and the stage
+        that uses it.
+    """
+    for stage in stages:
+        for src in stage.sources:
+            problem = _REFUSED.get(src.url)
+            if problem:
+                raise SourcesError(f"{problem} (stage '{stage.name}' builds with source {src.name})")
 
 
 def _source(found: ManifestSource, path: Optional[str]) -> Source:
@@ -265,11 +338,13 @@ def _source(found: ManifestSource, path: Optional[str]) -> Source:
 def requirement(name: str, path: Optional[str] = None, package: Optional[str] = None) -> str:
     """The pip requirement line of a source, by its mode, as ``bake-fetch-source`` writes it in the
     image: ``-e file://<path>`` (``git-clone``) or ``<package> @ git+<url>@<commit>`` (``pip-vcs``;
-    ``package`` defaults to the repository name).
+    ``package`` defaults to the repository name). For an entry a plan cannot build, the line of
+    its stand-in (:func:`source`).
 
-    :raises SourcesError: as :func:`entry`.
+    :raises SourcesError: the manifest cannot be read, or has no such source.
     """
-    src = _source(entry(name), path)
+    found, problem = _usable(name)
+    src = _stand_in(found, path, problem) if problem else _source(found, path)
     if src.mode == "git-clone":
         return f"-e file://{src.src_path}"
     pkg = package or src.url.rstrip("/").rsplit("/", 1)[-1]
@@ -281,9 +356,10 @@ def requirement(name: str, path: Optional[str] = None, package: Optional[str] = 
 def patch_contexts(*names: str) -> Dict[str, str]:
     """The named contexts a stage needs for its sources' patch files: ``{"patches": <the manifest's
     directory>}`` when any of the named sources has a ``file://`` patch, else ``{}``. The
-    Dockerfile mounts it at :data:`PATCH_DIR` for ``bake-fetch-source``."""
-    for found in (entry(name) for name in names):
-        if any(p.startswith("file://") for p in found.patches) and found.base_dir:
+    Dockerfile mounts it at :data:`PATCH_DIR` for ``bake-fetch-source``. Entries a plan cannot
+    build are left out (:func:`source`)."""
+    for found, problem in (_usable(name) for name in names):
+        if not problem and any(p.startswith("file://") for p in found.patches) and found.base_dir:
             return {"patches": found.base_dir}
     return {}
 
@@ -305,7 +381,9 @@ def checkout_dir(name: str) -> str:
 def host_paths(*pairs: Tuple[str, str]) -> Dict[str, str]:
     """``Stage.host_paths`` for the ``git-clone`` sources among ``(name, in-image path)`` pairs:
     each path → its :func:`checkout_dir`, which ``bake-plan lock`` fills before compiling."""
-    return {path: checkout_dir(name) for name, path in pairs if entry(name).mode == "git-clone"}
+    usable = {name: _usable(name) for name, _ in pairs}  # an entry a plan cannot build: no checkout
+    return {path: checkout_dir(name) for name, path in pairs
+            if not usable[name][1] and usable[name][0].mode == "git-clone"}
 
 
 CHECKOUTS_ENV = "BAKE_PLAN_CHECKOUTS"
@@ -499,9 +577,12 @@ def bump(names: Sequence[str] = (), path: Optional[Union[str, Path]] = None,
     file = Path(path) if path is not None else manifest_path()
     where = str(file)
     text = _read(file)
-    manifest = parse_manifest(text, where, str(file.resolve().parent))
+    manifest = parse_manifest(text, where, str(file.resolve().parent), strict=False)
     selected = [lookup(manifest, name, where) for name in names] if names else list(manifest.values())
     selected = [manifest[key] for key in manifest if any(s.key == key for s in selected)]
+    for chosen in selected:  # an entry bump does not touch may be fixed later
+        if chosen.problem:
+            raise SourcesError(chosen.problem)
     results = []
     for entry in selected:
         try:

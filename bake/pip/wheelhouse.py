@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from bake.errors import LockError, OutputError, UsageError
-from bake.output import write_atomic
+from bake.owned import Record, file_sha256, kind_of, own_directory
 from bake.pip.lock import LockSpec
 from bake.plan.names import arch_of
 
@@ -129,7 +129,9 @@ def fill(specs: Sequence[LockSpec], out: Path, python_version: Optional[str], lo
         the same bytes (left untouched), and built on the host from an sdist.
     :raises LockError: pip could not find or download something (pip's last error line, the
         platform and the Python version).
-    :raises OutputError: ``out`` cannot be made or written.
+    :raises OutputError: ``out`` cannot be made or written, or a wheel would replace a file of
+        that name bake-plan did not put there (its record, :class:`bake.owned.Record`), which is
+        left as it is.
     """
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -153,15 +155,23 @@ def fill(specs: Sequence[LockSpec], out: Path, python_version: Optional[str], lo
                 if not pinned:
                     _marker_closure(base, [*lines, *TOOLS], version, platform, staging, Path(tmp), where,
                                     runner, python, pip_args, counts)
-        for wheel in sorted(staging.iterdir()):
+        record = Record(out)
+        moves = []
+        for wheel in sorted(staging.iterdir()):  # every name checked before any wheel is moved
             target = out / wheel.name
-            if target.is_file() and filecmp.cmp(wheel, target, shallow=False):
+            if kind_of(target) == "file" and filecmp.cmp(wheel, target, shallow=False):
                 counts["kept"] += 1
                 continue
+            record.check(wheel.name, "a wheel of the wheelhouse")
+            moves.append(wheel)
+        for wheel in moves:
+            target = out / wheel.name
+            digest = file_sha256(wheel)
             try:
                 os.replace(wheel, target)
             except OSError:
                 shutil.move(str(wheel), str(target))
+            record.adopt(wheel.name, digest, "the wheelhouse")
             counts["added"] += 1
     return counts
 
@@ -315,37 +325,66 @@ def oci_layout(wheelhouse: str) -> str:
     state or the files' mtimes (``docs/benchmarks.md``).
 
     The layout is made anew only when the wheels' names, sizes or mtimes changed since
-    (``state.json`` beside it); then the old blobs are removed.
+    (``state.json`` beside it); then the old blobs bake-plan wrote are removed. The layout's
+    directories are made as real directories (no link followed), and only files in its record
+    (:class:`bake.owned.Record`) are replaced or removed.
 
-    :raises OutputError: the layout cannot be written (a read-only wheelhouse).
+    :raises OutputError: the layout cannot be written (a read-only wheelhouse), a part of it is a
+        symbolic link, or a file bake-plan did not write is in the way.
     """
     root = Path(wheelhouse)
     layout = root / LAYOUT_DIR
     wheels = sorted(p for p in root.iterdir() if p.name.endswith(".whl") and p.is_file())
     listing = [[p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in wheels]
-    state = layout / "state.json"
+    own_directory(layout / "blobs" / "sha256", root, "the wheelhouse's image layout")
+    record = Record(layout)
     try:
-        old = json.loads(state.read_text(encoding="utf-8"))
+        old = json.loads(_read_own(layout / "state.json"))
         digest = old["digest"]
-        if old["files"] == listing and (layout / "blobs" / "sha256" / digest.split(":", 1)[1]).is_file():
+        if old["files"] == listing and kind_of(layout / "blobs" / "sha256" / digest.split(":", 1)[1]) == "file":
             return f"oci-layout://{layout}@{digest}"
     except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
         pass
     try:
-        digest = _write_layout(layout, wheels)
-        write_atomic(str(state), json.dumps({"files": listing, "digest": digest}) + "\n")
+        digest = _write_layout(layout, wheels, record)
+        record.write("state.json", json.dumps({"files": listing, "digest": digest}) + "\n", "the layout's state")
     except OSError as err:
         raise OutputError(f"cannot write the wheelhouse's image layout {layout}: {err.strerror or err}") from None
     return f"oci-layout://{layout}@{digest}"
 
 
-def _write_layout(layout: Path, wheels: List[Path]) -> str:
+def _read_own(path: Path) -> str:
+    """A file of the layout, read without following a link. :raises OSError: missing, or a link."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, encoding="utf-8") as handle:
+        return handle.read()
+
+
+def _put_blob(record: Record, name: str, source, what: str) -> None:
+    """Put a blob (content-addressed: ``blobs/sha256/<its sha256>``) in the layout: a file already
+    there with that content is taken as it is, anything else under that name is refused."""
+    path = record.directory / name
+    digest = "sha256:" + name.rsplit("/", 1)[-1]
+    if kind_of(path) == "file" and file_sha256(path) == digest:
+        record.adopt(name, digest, what)
+        if isinstance(source, str):
+            os.unlink(source)
+        return
+    record.check(name, what)
+    if isinstance(source, str):  # a finished temporary file beside it
+        os.replace(source, path)
+        record.adopt(name, digest, what)
+    else:
+        record.write(name, source, what)
+
+
+def _write_layout(layout: Path, wheels: List[Path], record: Record) -> str:
     blobs = layout / "blobs" / "sha256"
-    blobs.mkdir(parents=True, exist_ok=True)
+    what = "the wheelhouse's image layout"
 
     def put(data: bytes) -> str:
         digest = hashlib.sha256(data).hexdigest()
-        (blobs / digest).write_bytes(data)
+        _put_blob(record, f"blobs/sha256/{digest}", data, what)
         return digest
 
     with tempfile.NamedTemporaryFile(dir=blobs, prefix=".layer-", delete=False) as handle:
@@ -357,7 +396,11 @@ def _write_layout(layout: Path, wheels: List[Path]) -> str:
                 with open(wheel, "rb") as data:
                     tar.addfile(info, data)
     layer = hashing.sha.hexdigest()
-    os.replace(handle.name, blobs / layer)
+    try:
+        _put_blob(record, f"blobs/sha256/{layer}", handle.name, what)
+    finally:
+        if os.path.lexists(handle.name):
+            os.unlink(handle.name)
     config = json.dumps({"architecture": "amd64", "os": "linux", "config": {},
                          "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer}"]}}).encode()
     config_digest = put(config)
@@ -368,13 +411,16 @@ def _write_layout(layout: Path, wheels: List[Path]) -> str:
         "layers": [{"mediaType": _LAYER, "digest": f"sha256:{layer}", "size": hashing.size}],
     }).encode()
     manifest_digest = put(manifest)
-    (layout / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}', encoding="utf-8")
+    record.write("oci-layout", '{"imageLayoutVersion":"1.0.0"}', what)
     index = {"schemaVersion": 2, "manifests": [{
         "mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": f"sha256:{manifest_digest}",
         "size": len(manifest), "annotations": {"org.opencontainers.image.ref.name": "wheelhouse"}}]}
-    write_atomic(str(layout / "index.json"), json.dumps(index) + "\n")
-    keep = {layer, config_digest, manifest_digest}
-    for blob in blobs.iterdir():
-        if blob.name not in keep:
-            blob.unlink()
+    record.write("index.json", json.dumps(index) + "\n", what)
+    keep = {f"blobs/sha256/{d}" for d in (layer, config_digest, manifest_digest)}
+    for name in sorted(record.written):  # only blobs bake-plan wrote; anything else stays
+        if name.startswith("blobs/sha256/") and name not in keep:
+            if record.ours(name):
+                record.remove(name, what)
+            else:
+                record.forget([name], what)
     return f"sha256:{manifest_digest}"

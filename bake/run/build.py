@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from bake.errors import OutputError, RunError
-from bake.output import write_atomic
+from bake.owned import Record
 from bake.plan.compose import DEFAULT_GROUP, Composition
 from bake.plan.secrets import redact
 from bake.run import engine, sitrep
@@ -18,6 +18,7 @@ from bake.run import engine, sitrep
 
 REPORT_FILES = ("sitrep.json", "badge.json", "sitrep.md")
 """What a build writes in the sitrep directory (JAX-Toolbox's sitrep, its badge, the summary)."""
+REPORT_WHAT = {"sitrep.json": "the sitrep", "badge.json": "the badge", "sitrep.md": "the summary"}
 
 
 class Reports:
@@ -41,8 +42,13 @@ class Reports:
         run's reports away, so a run that stops early (no engine, bad input) never leaves an old
         "pass" behind. Called before the plan is written.
 
-        :raises OutputError: a directory cannot be made or written, a report path is a directory,
-            a FIFO or another non-file, two of the files are one (``-o DIR/sitrep.json
+        Only files bake-plan wrote are removed or replaced: each directory's record
+        (:class:`bake.owned.Record`) lists the reports it wrote and the metadata file it had buildx
+        write; a file of that name it did not write (or that changed since), a symbolic link, a
+        directory or a FIFO is left as it is and refused.
+
+        :raises OutputError: a directory cannot be made or written, a report path is taken by
+            something bake-plan did not write, two of the files are one (``-o DIR/sitrep.json
             --sitrep-dir DIR``), or ``$GITHUB_STEP_SUMMARY`` cannot be appended to.
         """
         named = {"the plan": plan_file, "--metadata-file": self.metadata_file,
@@ -64,27 +70,25 @@ class Reports:
                     pass
             except OSError as err:
                 raise OutputError(f"cannot write reports in {directory}: {err.strerror or err}") from None
-        for path in [*(self.sitrep_dir / name for name in REPORT_FILES), self.metadata_file]:
-            _regular_or_absent(path)
+        reports = Record(self.sitrep_dir)
+        for name in REPORT_FILES:
+            reports.check(name, REPORT_WHAT[name])
+        Record(self.metadata_file.parent).check(self.metadata_file.name, "buildx's --metadata-file")
         if self.step_summary:
             _appendable(self.step_summary)
         for name in REPORT_FILES:
-            try:
-                (self.sitrep_dir / name).unlink()
-            except FileNotFoundError:
-                pass
-            except OSError as err:
-                raise OutputError(f"cannot remove the previous {self.sitrep_dir / name}: {err.strerror}") from None
+            reports.remove(name, REPORT_WHAT[name])
 
     def drop_stale_metadata(self) -> None:
         """Remove the previous ``--metadata-file`` just before buildx writes a new one (a stale
-        file would report digests of an older build)."""
-        try:
-            self.metadata_file.unlink()
-        except FileNotFoundError:
-            pass
-        except OSError as err:
-            raise OutputError(f"cannot remove the previous {self.metadata_file}: {err.strerror}") from None
+        file would report digests of an older build), when bake-plan had it written; record the
+        name as bake-plan's, for buildx to write.
+
+        :raises OutputError: a file bake-plan did not have written is there (left as it is).
+        """
+        record = Record(self.metadata_file.parent)
+        record.remove(self.metadata_file.name, "buildx's --metadata-file")
+        record.adopt(self.metadata_file.name, None, "buildx's --metadata-file")
 
     def write(self, report: dict) -> None:
         """Write the sitrep, its badge and summary, and append the summary to
@@ -94,9 +98,10 @@ class Reports:
         """
         summary = sitrep.markdown(report)
         try:
-            write_atomic(str(self.sitrep_dir / "sitrep.json"), sitrep.to_json(report), "the sitrep")
-            write_atomic(str(self.sitrep_dir / "badge.json"), sitrep.to_json(sitrep.badge(report)), "the badge")
-            write_atomic(str(self.sitrep_dir / "sitrep.md"), summary, "the summary")
+            record = Record(self.sitrep_dir)
+            record.write("sitrep.json", sitrep.to_json(report), REPORT_WHAT["sitrep.json"])
+            record.write("badge.json", sitrep.to_json(sitrep.badge(report)), REPORT_WHAT["badge.json"])
+            record.write("sitrep.md", summary, REPORT_WHAT["sitrep.md"])
             if self.step_summary:
                 try:
                     with open(self.step_summary, "a", encoding="utf-8") as handle:
@@ -106,21 +111,6 @@ class Reports:
                                       f"{err.strerror or err}") from None
         except OutputError as err:
             raise RunError(f"the build ran ({report['summary']}), but {err}") from None
-
-
-def _regular_or_absent(path: Path) -> None:
-    """:raises OutputError: ``path`` exists and is not a regular file (a directory, a FIFO that
-    would block the write, a device)."""
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        return
-    except OSError as err:
-        raise OutputError(f"cannot write {path}: {err.strerror or err}") from None
-    if stat.S_ISDIR(mode):
-        raise OutputError(f"cannot write {path}: it is a directory")
-    if not stat.S_ISREG(mode):
-        raise OutputError(f"cannot write {path}: it is not a regular file")
 
 
 def _appendable(path: str) -> None:

@@ -217,11 +217,15 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
         cache_branch=values.branch(cache_branch, "--cache-branch") if cache_branch is not None else None,
         from_registry=bool(flag("from_registry")), digests=digests, parents=parents, secrets=secrets,
         metadata_bake_files=tuple(flag("metadata_bake_file") or ()), format=flag("format") or "hcl",
-        output=flag("output"), locked=bool(flag("locked")), locks_dir=Path(flag("locks_dir") or "locks"),
+        output=values.wheelhouse_output(flag("output")) if command == "wheelhouse" and flag("output") is not None
+        else flag("output"), locked=bool(flag("locked")),
+        locks_dir=values.locks_dir(flag("locks_dir"), must_exist=bool(flag("locked")) or command == "wheelhouse")
+        if flag("locks_dir") is not None else Path("locks"),
         sources=sources,
         push=bool(flag("push")), dry_run=bool(flag("dry_run")), pull=_pull(provenance["pull"].value, bool(flag("push"))), load=bool(flag("load")), builder=flag("builder"),
         metadata_file=Path(flag("metadata_file")) if flag("metadata_file") else None,
-        sitrep_dir=Path(flag("sitrep_dir") or "."), wave=flag("wave"), python=flag("python"),
+        sitrep_dir=values.sitrep_dir(flag("sitrep_dir")) if flag("sitrep_dir") is not None else Path("."),
+        wave=flag("wave"), python=values.python(flag("python")) if flag("python") is not None else None,
         pip_args=_pip_args(given), wheelhouse=wheelhouse,
         python_version=values.python_version(flag("python_version"), "--python-version")
         if flag("python_version") is not None else None,

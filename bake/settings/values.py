@@ -220,31 +220,112 @@ def wheelhouse(value: str, where: str, base: Optional[Path] = None) -> str:
     return os.path.normpath(str(path))
 
 
-_PYTHON_VERSION = re.compile(r"3\.\d{1,3}\Z")
+_PYTHON_VERSION = re.compile(r"3\.(?:0|[1-9][0-9]{0,2})\Z")
 
 
 def python_version(value: str, where: str) -> str:
-    """A Python ``3.N`` version (``--python-version``), as pip's ``--python-version`` takes it.
+    """A Python ``3.N`` version (``--python-version``), as pip's ``--python-version`` takes it:
+    MAJOR.MINOR in ASCII digits, without a leading zero (``3.011`` is refused, not read as 3.11).
 
     :raises UsageError: empty, or not ``3.N``.
     """
     _filled(value, where)
     if not _PYTHON_VERSION.match(value):
-        raise error(where, f"{value!r} is not a Python version like 3.11")
+        raise error(where, f"{value!r} is not a Python version like 3.11 (MAJOR.MINOR, no leading zeros)")
     return value
 
 
-def existing_wheelhouse(path: str, where: str) -> str:
-    """``path`` if it is a directory with at least one wheel (``*.whl``): a plan that sends an
-    empty or missing wheelhouse would fail inside the build, offline, with pip's words.
+def python(value: str, where: str = "--python") -> str:
+    """An interpreter for ``bake-plan lock`` (``--python``): a name on ``PATH`` or a path. Whether
+    it is a Python with pip-tools is asked when the lock runs (:func:`bake.pip.lock.python_version`).
 
-    :raises UsageError: (flag) / :class:`ConfigError` (file): not a directory, or no wheel in it.
+    :raises UsageError: empty.
     """
+    return _filled(value, where)
+
+
+def _directory(value: str, where: str, must_exist: bool, hint: str = "") -> Path:
+    """A directory path from ``where``: not empty, not an existing non-directory; with
+    ``must_exist``, there now."""
+    _filled(value, where)
+    if os.path.exists(value) and not os.path.isdir(value):
+        raise UsageError(f"{where} {value}: is not a directory")
+    if must_exist and not os.path.isdir(value):
+        raise UsageError(f"{where} {value}: no such directory{hint}")
+    return Path(value)
+
+
+def locks_dir(value: str, where: str = "--locks-dir", must_exist: bool = False) -> Path:
+    """The locks directory (``--locks-dir``); ``must_exist`` for a ``--locked`` plan, which reads
+    the locks from it (``bake-plan lock`` makes it).
+
+    :raises UsageError: empty, an existing file, or (``must_exist``) missing.
+    """
+    return _directory(value, where, must_exist,
+                      f" (make the locks there: bake-plan lock --target T --locks-dir {value})")
+
+
+def sitrep_dir(value: str, where: str = "--sitrep-dir") -> Path:
+    """The directory of a build's reports (``--sitrep-dir``; made when missing).
+
+    :raises UsageError: empty, or an existing file.
+    """
+    return _directory(value, where, must_exist=False)
+
+
+def wheelhouse_output(value: str, where: str = "-o") -> str:
+    """The directory ``bake-plan wheelhouse -o DIR`` fills: not empty, not ``-`` (a wheelhouse is
+    a directory, never stdout), not an existing file.
+
+    :raises UsageError: as said.
+    """
+    _filled(value, where)
+    if value == "-":
+        raise UsageError(f"{where} -: bake-plan wheelhouse fills a directory, not stdout; give -o DIR")
+    return str(_directory(value, where, must_exist=False))
+
+
+def existing_wheelhouse(path: str, where: str) -> str:
+    """``path`` if it is a directory with at least one wheel (``*.whl``), each a wheel: a plan
+    that sends an empty, missing or broken wheelhouse would fail inside the build, offline, with
+    pip's words.
+
+    :raises UsageError: (flag) / :class:`ConfigError` (file): missing, not a directory, no wheel
+        in it, or a ``*.whl`` that is not a wheel (its name, or not a zip archive), naming the file.
+    """
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise error(where, f"{path}: is not a directory (a wheelhouse is a directory of wheels)")
     if not os.path.isdir(path):
         raise error(where, f"{path}: no such directory (make one: bake-plan wheelhouse --target T -o {path})")
-    if not any(name.endswith(".whl") for name in os.listdir(path)):
+    wheels = sorted(name for name in os.listdir(path) if name.endswith(".whl"))
+    if not wheels:
         raise error(where, f"{path}: holds no wheel (fill it: bake-plan wheelhouse --target T -o {path})")
+    for name in wheels:
+        why = _not_a_wheel(os.path.join(path, name))
+        if why:
+            raise error(where, f"{os.path.join(path, name)}: not a wheel ({why}); remove it or fill the "
+                               f"wheelhouse again: bake-plan wheelhouse --target T -o {path}")
     return path
+
+
+def _not_a_wheel(path: str) -> Optional[str]:
+    """Why the file at ``path`` is not a wheel (PEP 427 name, a zip archive), or ``None``."""
+    import zipfile
+
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    try:
+        parse_wheel_filename(os.path.basename(path))
+    except InvalidWheelFilename as err:
+        return f"its name: {err}"
+    if not os.path.isfile(path):
+        return "not a file"
+    try:
+        if not zipfile.is_zipfile(path):
+            return "not a zip archive"
+    except OSError as err:
+        return err.strerror or str(err)
+    return None
 
 
 def existing_file(value: str, where: str, what: str) -> Path:

@@ -1,0 +1,235 @@
+"""Files bake-plan writes, and only those: the one place that decides whether a file in a
+directory bake-plan writes into is bake-plan's to replace or delete (``docs/security.md``).
+
+Two ways a file is known to be bake-plan's:
+
+- **its header**: a lock and its copy in the ``pip-lock`` context start with ``# bake-plan``
+  lines naming the stage (:mod:`bake.pip.lock` reads them); locks are committed, so the file
+  itself must say whose it is;
+- **the directory's record** (:class:`Record`): ``.bake-plan-written.json`` lists each file
+  bake-plan wrote there with the sha256 of what it wrote (the reports of a build, the wheels
+  ``bake-plan wheelhouse`` added, the wheelhouse's OCI layout). A file is bake-plan's while it
+  still has that content.
+
+Anything else found where bake-plan would write or delete (a file of the user's, one changed
+since, a symbolic link, a FIFO) is left as it is and refused in one line, exit status 2. No
+symbolic link is followed inside a directory bake-plan makes for itself (``.pip-lock``,
+``.bake-plan-oci``): a committed link there could send another directory to a build or have
+files deleted elsewhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Dict, Iterable, Optional, Union
+
+from bake.errors import OutputError
+
+RECORD = ".bake-plan-written.json"
+"""The record of what bake-plan wrote in a directory: ``{"written": {name: sha256 or null}}``
+(``null``: a file bake-plan had another program write, such as buildx's metadata file; any
+regular file of that name is then bake-plan's)."""
+
+
+def sha256(data: bytes) -> str:
+    """``sha256:<hex>`` of ``data``."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def file_sha256(path: Union[str, Path]) -> Optional[str]:
+    """``sha256:<hex>`` of a regular file's content (read without following a symbolic link), or
+    ``None`` when ``path`` is missing, a link, or not a regular file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        digest = hashlib.sha256()
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return "sha256:" + digest.hexdigest()
+            digest.update(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def kind_of(path: Union[str, Path]) -> Optional[str]:
+    """What ``path`` is, without following a link: ``None`` (absent), ``"file"``, ``"directory"``,
+    ``"symbolic link"`` or ``"special file"`` (a FIFO, a socket, a device)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        return None
+    if stat.S_ISLNK(mode):
+        return "symbolic link"
+    if stat.S_ISDIR(mode):
+        return "directory"
+    if stat.S_ISREG(mode):
+        return "file"
+    return "special file"
+
+
+def own_directory(path: Path, root: Path, why: str) -> Path:
+    """Make ``path`` (a directory under ``root`` that bake-plan keeps for itself) as real
+    directories, following no symbolic link below ``root`` (``root`` itself is the user's choice).
+
+    :param why: what the directory is for, for the message (``"the pip-lock context of 'jax'"``).
+    :returns: ``path``.
+    :raises OutputError: a part of it below ``root`` is a symbolic link or not a directory, or it
+        cannot be made.
+    """
+    parts = path.relative_to(root).parts
+    here = root
+    for part in parts:
+        here = here / part
+        kind = kind_of(here)
+        if kind == "symbolic link":
+            raise OutputError(f"{here} is a symbolic link: bake-plan makes {why} there itself and follows no "
+                              "link out of it; remove the link")
+        if kind not in (None, "directory"):
+            raise OutputError(f"{here} is a {kind}: bake-plan makes {why} there as a directory; move it away")
+        if kind is None:
+            try:
+                here.mkdir()
+            except FileExistsError:
+                return own_directory(path, root, why)
+            except OSError as err:
+                raise OutputError(f"cannot make {here} ({why}): {err.strerror or err}") from None
+    return path
+
+
+def not_ours(path: Union[str, Path], kind: Optional[str], what: str) -> OutputError:
+    """The one line for a file bake-plan will not replace or delete (``what``: why bake-plan
+    wanted that name, e.g. ``"the sitrep"``)."""
+    if kind == "symbolic link":
+        return OutputError(f"{path} is a symbolic link: bake-plan writes {what} there only as a file of its own "
+                           "and follows no link; remove the link")
+    if kind == "directory":
+        return OutputError(f"cannot write {what} to {path}: it is a directory")
+    if kind == "special file":
+        return OutputError(f"cannot write {what} to {path}: it is not a regular file")
+    return OutputError(f"{path}: bake-plan did not write this file (or it changed since), so it will not replace "
+                       f"or delete it; move it away (bake-plan writes {what} there)")
+
+
+class Record:
+    """What bake-plan wrote in one ``directory``, kept in its :data:`RECORD` file.
+
+    Names are relative to ``directory`` (``blobs/sha256/<hex>`` is fine; no part may be a link).
+    Every change is saved at once (atomically), so an interrupted run leaves a true record.
+    """
+
+    def __init__(self, directory: Union[str, Path]):
+        self.directory = Path(directory)
+        self.path = self.directory / RECORD
+        self.written: Dict[str, Optional[str]] = {}
+        if kind_of(self.path) == "symbolic link":
+            raise not_ours(self.path, "symbolic link", "its record of the files it wrote")
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            written = data["written"]
+            if isinstance(written, dict):
+                self.written = {str(k): (v if isinstance(v, str) else None) for k, v in written.items()}
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # no record (or an unreadable one): nothing here is known to be bake-plan's
+
+    def ours(self, name: str) -> bool:
+        """``name`` is absent, or a regular file (not a link) bake-plan wrote and nobody changed since."""
+        kind = kind_of(self.directory / name)
+        if kind is None:
+            return True
+        if kind != "file" or name not in self.written:
+            return False
+        recorded = self.written[name]
+        return recorded is None or file_sha256(self.directory / name) == recorded
+
+    def check(self, name: str, what: str) -> None:
+        """:raises OutputError: ``name`` is there and not bake-plan's (:meth:`ours`)."""
+        if not self.ours(name):
+            raise not_ours(self.directory / name, kind_of(self.directory / name), what)
+
+    def write(self, name: str, data: Union[str, bytes], what: str) -> None:
+        """Write ``name`` whole (a temporary file renamed over it) and record it.
+
+        :raises OutputError: the name is taken by something not bake-plan's, or the write fails.
+        """
+        self.check(name, what)
+        raw = data.encode("utf-8") if isinstance(data, str) else data
+        self._replace(name, raw, what)
+        self.written[name] = sha256(raw)
+        self._save(what)
+
+    def adopt(self, name: str, digest: Optional[str], what: str) -> None:
+        """Record ``name`` as bake-plan's, with ``digest`` (``None``: whatever another program,
+        asked by bake-plan, writes there). :raises OutputError: the record cannot be written."""
+        self.written[name] = digest
+        self._save(what)
+
+    def remove(self, name: str, what: str) -> bool:
+        """Delete ``name`` when it is bake-plan's. :returns: whether a file was deleted.
+
+        :raises OutputError: it is there and not bake-plan's (left as it is), or cannot be deleted.
+        """
+        self.check(name, what)
+        path = self.directory / name
+        deleted = False
+        try:
+            path.unlink()
+            deleted = True
+        except FileNotFoundError:
+            pass
+        except OSError as err:
+            raise OutputError(f"cannot remove the previous {path}: {err.strerror or err}") from None
+        if self.written.pop(name, "absent") != "absent":
+            self._save(what)
+        return deleted
+
+    def forget(self, names: Iterable[str], what: str) -> None:
+        """Drop ``names`` from the record (files bake-plan no longer claims), leaving the files."""
+        changed = False
+        for name in names:
+            if self.written.pop(name, "absent") != "absent":
+                changed = True
+        if changed:
+            self._save(what)
+
+    def _replace(self, name: str, raw: bytes, what: str) -> None:
+        path = self.directory / name
+        tmp = None
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(raw)
+            os.chmod(tmp, 0o666 & ~_umask())
+            os.replace(tmp, path)  # replaces the name itself: a link there was refused above
+            tmp = None
+        except OSError as err:
+            raise OutputError(f"cannot write {what} to {path}: {err.strerror or err}") from None
+        finally:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+
+    def _save(self, what: str) -> None:
+        text = json.dumps({"written": dict(sorted(self.written.items()))}, indent=1) + "\n"
+        self._replace(RECORD, text.encode("utf-8"), f"the record of {what}")
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
