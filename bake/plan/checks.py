@@ -164,14 +164,18 @@ def _check_target(stage: Stage, name: str, target: dict, culprit: Culprit, not_s
     if not isinstance(target, dict):
         raise PluginError(f"{where('')}: the target is {type(target).__name__}, not a mapping of attributes")
     for attr, value in target.items():
-        try:
-            check_attribute_name("target", attr)
-        except ValueError as err:
-            raise PluginError(f"{where(attr)}: {err}") from None
-        _check_shape(where(attr), attr, value)
-        _check_kind(where, attr, TARGET_ATTRIBUTES[attr], value)
+        kind = TARGET_ATTRIBUTES.get(attr) if isinstance(attr, str) else None
+        if kind is None:
+            try:
+                check_attribute_name("target", attr)
+            except ValueError as err:
+                raise PluginError(f"{where(attr)}: {err}") from None
+        if not _KIND_OK[kind](value):  # the common case is fast; the reason is worked out on failure
+            _explain(where, attr, kind, value)
     strings = list(walk_strings(target))
     for path, text in strings:
+        if text.isascii():  # ASCII is valid UTF-8 and already NFC
+            continue
         why = check_text(text)
         if why:
             attr, key = _path_parts(path)
@@ -204,6 +208,98 @@ def _path_parts(path: str) -> Tuple[str, Optional[str]]:
     return match.group(1), ast.literal_eval(quoted)
 
 
+def _strs(value) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _str_map(value) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) and k and isinstance(v, str) for k, v in value.items())
+
+
+def _entries(value) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(v, str) or (isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, (str, int))
+                                                           for k, x in v.items()))
+        for v in value)
+
+
+def _valid(check: Callable[[str], object], value: str) -> bool:
+    try:
+        check(value)
+    except ValueError:
+        return False
+    return True
+
+
+# Whether a value is right for its kind: fast, no message (``_explain`` says what is wrong).
+_KIND_OK: Mapping[str, Callable[[object], bool]] = {
+    "str": lambda v: isinstance(v, str),
+    "bool": lambda v: isinstance(v, bool),
+    "strs": _strs,
+    "entries": _entries,
+    "context": lambda v: isinstance(v, str) and check_context(v) is None,
+    "contexts": lambda v: _str_map(v) and all(check_context(x) is None for x in v.values()),
+    "args": lambda v: _str_map(v) and all(_ARG_NAME.match(k) for k in v),
+    "labels": _str_map,
+    "tags": lambda v: _strs(v) and all(_valid(check_reference, t) for t in v),
+    "platforms": lambda v: _strs(v) and bool(v) and all(_valid(check_platform, p) for p in v),
+}
+
+
+def _explain(where: Callable[..., str], attr: str, kind: str, value) -> None:
+    """Raise the error for a value :data:`_KIND_OK` refused: first whether a bake file can hold it
+    at all (strings, finite numbers, booleans, lists, mappings of string to string), then whether
+    it is of the attribute's kind and a value buildx reads as meant.
+
+    :raises PluginError: the type is wrong. :raises StageError: a tag, platform or context is.
+    """
+    _check_shape(where(attr), attr, value)
+
+    def fail(msg: str, key: Optional[str] = None, sub: str = "", cls=PluginError):
+        return cls(f"{where(attr, key)}, {attr}{sub}: {msg}")
+
+    def got(v) -> str:
+        return f"{type(v).__name__} {v!r:.40}"
+
+    if kind in ("str", "context"):
+        if not isinstance(value, str):
+            raise fail(f"{got(value)} is not a string")
+        raise fail(check_context(value), cls=StageError)
+    if kind == "bool":
+        raise fail(f"{got(value)} is not true or false")
+    if kind in ("strs", "tags", "platforms", "entries"):
+        if not isinstance(value, list):
+            raise fail(f"{got(value)} is not a list" + (" of strings" if kind != "entries" else " of entries"))
+        for i, item in enumerate(value):
+            if kind == "entries" and isinstance(item, dict):
+                for k, v in item.items():
+                    if not isinstance(v, (str, int)):
+                        raise fail(f"{got(v)} is not a string", sub=f"[{i}][{k!r}]")
+                continue
+            if not isinstance(item, str):
+                raise fail(f"{got(item)} is not a string", sub=f"[{i}]")
+            try:
+                if kind == "tags":
+                    check_reference(item)
+                elif kind == "platforms":
+                    check_platform(item)
+            except ValueError as err:
+                raise fail(str(err), sub=f"[{i}]", cls=StageError) from None
+        raise fail("no platform; buildx would build for the engine's own platform under every tag", cls=StageError)
+    if not isinstance(value, dict):
+        raise fail(f"{got(value)} is not a mapping of string to string")
+    for key, item in value.items():
+        if not key:
+            raise fail("an empty name", key=key, cls=StageError)
+        if kind == "args" and not _ARG_NAME.match(key):
+            raise fail(f"{key!r:.60} is not a build-arg name ([A-Za-z_][A-Za-z0-9_]*)", key=key, cls=StageError)
+        if kind == "contexts":
+            why = check_context(item)
+            if why:
+                raise fail(why, key=key, sub=f"[{key!r}]", cls=StageError)
+    raise AssertionError(f"{attr}: refused, but no reason found")  # pragma: no cover - the two tables disagree
+
+
 def _check_shape(where: str, key, value) -> None:
     """Values a bake file holds at all: scalars, lists of scalars or flat mappings, mappings of
     string to string. NaN and infinity have no spelling in HCL or JSON."""
@@ -234,58 +330,3 @@ def _check_shape(where: str, key, value) -> None:
                 raise PluginError(f"{where}, {key}[{k!r}]: {type(v).__name__} {v!r:.40} is not a string")
         return
     raise bad(key, value)
-
-
-def _check_kind(where: Callable[..., str], attr: str, kind: str, value) -> None:
-    """The value of one attribute is of the kind bake reads there (a value of another type is
-    refused by buildx, or silently read as something else)."""
-    def fail(msg: str, key: Optional[str] = None, sub: str = "", cls=PluginError):
-        return cls(f"{where(attr, key)}, {attr}{sub}: {msg}")
-
-    def got(v) -> str:
-        return f"{type(v).__name__} {v!r:.40}"
-
-    if kind in ("str", "context"):
-        if not isinstance(value, str):
-            raise fail(f"{got(value)} is not a string")
-        if kind == "context":
-            why = check_context(value)
-            if why:
-                raise fail(why, cls=StageError)
-    elif kind == "bool":
-        if not isinstance(value, bool):
-            raise fail(f"{got(value)} is not true or false")
-    elif kind in ("strs", "tags", "platforms", "entries"):
-        if not isinstance(value, list):
-            raise fail(f"{got(value)} is not a list" + (" of strings" if kind != "entries" else " of entries"))
-        for i, item in enumerate(value):
-            if kind == "entries" and isinstance(item, dict):
-                for k, v in item.items():
-                    if isinstance(v, float):
-                        raise fail(f"{got(v)} is not a string", sub=f"[{i}][{k!r}]")
-                continue
-            if not isinstance(item, str):
-                raise fail(f"{got(item)} is not a string", sub=f"[{i}]")
-            try:
-                if kind == "tags":
-                    check_reference(item)
-                elif kind == "platforms":
-                    check_platform(item)
-            except ValueError as err:
-                raise fail(str(err), sub=f"[{i}]", cls=StageError) from None
-        if kind == "platforms" and not value:
-            raise fail("no platform; buildx would build for the engine's own platform under every tag",
-                       cls=StageError)
-    elif kind in ("args", "labels", "contexts"):
-        if not isinstance(value, dict):
-            raise fail(f"{got(value)} is not a mapping of string to string")
-        for key, item in value.items():
-            if not key:
-                raise fail("an empty name", key=key, cls=StageError)
-            if kind == "args" and not _ARG_NAME.match(key):
-                raise fail(f"{key!r:.60} is not a build-arg name ([A-Za-z_][A-Za-z0-9_]*)", key=key,
-                           cls=StageError)
-            if kind == "contexts":
-                why = check_context(item)
-                if why:
-                    raise fail(why, key=key, sub=f"[{key!r}]", cls=StageError)

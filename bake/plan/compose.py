@@ -302,13 +302,17 @@ def _targets(chain: List[Stage], platforms: Dict[str, List[str]], ctx: "_Context
     targets: Dict[str, dict] = {}
     changed_by: Dict[Tuple[str, str, Optional[str]], str] = {}
     finished: Dict[str, dict] = {}
+    # Only bake_plan_adjust_target is handed a target (every value in it is made afresh), so
+    # without an implementation no plugin can hold one: nothing to compare.
+    held = ctx.hooks.adjusts_targets()
     for stage in chain:
         for tname, flavor in target_names(stage):
             targets[tname], changed = _target(stage, tname, flavor, platforms[stage.name], ctx)
             changed_by.update({(tname, attr, key): plugin for (attr, key), plugin in changed.items()})
-            finished[tname] = snapshot(targets[tname])
-            ctx.hooks.watch(tname, targets[tname])
-    late = next((t for t in targets if targets[t] != finished[t]), None)
+            if held:
+                finished[tname] = snapshot(targets[tname])
+                ctx.hooks.watch(tname, targets[tname])
+    late = next((t for t in finished if targets[t] != finished[t]), None)
     if late is not None:
         if not ctx.watching:
             ctx.watching = True

@@ -242,7 +242,7 @@ class Hooks:
         :raises PluginError: a plugin raised.
         """
         changed: Dict[Tuple[str, Optional[str]], str] = {}
-        if not self.pm.hook.bake_plan_adjust_target.get_hookimpls():
+        if not self.adjusts_targets():
             return changed
         before = [snapshot(target)]
 
@@ -254,6 +254,10 @@ class Hooks:
 
         self._call("bake_plan_adjust_target", observe=observe, stage=stage, name=name, flavor=flavor, target=target)
         return changed
+
+    def adjusts_targets(self) -> bool:
+        """Whether any plugin implements ``bake_plan_adjust_target`` (is ever handed a target)."""
+        return bool(self.pm.hook.bake_plan_adjust_target.get_hookimpls())
 
     @contextlib.contextmanager
     def watching(self) -> Iterator[None]:
