@@ -92,13 +92,16 @@ BAD_VALUES = [
     ('target["pull"] = "yes"', "pull: str 'yes' is not true or false"),
     ('target["target"] = 3', "target: int 3 is not a string"),
     ('target["cache-to"] = [{"type": "registry", "ref": 1.5}]', "cache-to[0]['ref']: float 1.5 is not a string"),
+    ('del target["platforms"]', "platforms: missing; buildx would build for the engine's own platform under every tag"),
+    ('target.pop("context")', "context: missing; buildx would use the directory bake runs in"),
 ]
 
 
 @pytest.mark.parametrize("body, message", BAD_VALUES,
                          ids=["nan", "inf", "args-list", "tags-string", "bad-tag", "long-tag", "relative-context",
                               "cwd-context", "relative-named-context", "platforms-int", "unknown-platform",
-                              "no-platform", "labels-list", "arg-name", "pull-string", "target-int", "entry-float"])
+                              "no-platform", "labels-list", "arg-name", "pull-string", "target-int", "entry-float",
+                              "no-platforms", "no-context"])
 def test_a_value_of_the_wrong_kind_is_refused_naming_plugin_target_and_field(cli, make_plugin, tmp_path, body,
                                                                              message):
     site = adjuster(make_plugin, body + "\n")

@@ -73,6 +73,12 @@ TARGET_ATTRIBUTES: Mapping[str, str] = {
 """Every attribute of a bake ``target`` block, and the kind of value it holds. ``matrix`` and
 ``name`` are left out: a plan's targets are concrete (:mod:`bake.plan.variants`)."""
 
+REQUIRED: Mapping[str, str] = {
+    "context": "buildx would use the directory bake runs in",
+    "platforms": "buildx would build for the engine's own platform under every tag",
+}
+"""Attributes every target of a plan has (bake-plan sets them), and what buildx does without."""
+
 GROUP_ATTRIBUTES: Mapping[str, str] = {"targets": "strs", "description": "str"}
 """Every attribute of a bake ``group`` block."""
 
@@ -172,6 +178,9 @@ def _check_target(stage: Stage, name: str, target: dict, culprit: Culprit, not_s
                 raise PluginError(f"{where(attr)}: {err}") from None
         if not _KIND_OK[kind](value):  # the common case is fast; the reason is worked out on failure
             _explain(where, attr, kind, value)
+    for attr, without in REQUIRED.items():
+        if attr not in target:
+            raise PluginError(f"{where(attr)}, {attr}: missing; {without}")
     strings = list(walk_strings(target))
     for path, text in strings:
         if text.isascii():  # ASCII is valid UTF-8 and already NFC
