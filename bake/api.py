@@ -27,11 +27,12 @@ FORMATS = {"hcl": "docker-bake.hcl", "json": "docker-bake.json"}
 
 
 def collect_stages(hooks: Hooks, overrides: Sequence[StageOverride] = (),
-                   not_secret: AbstractSet[str] = frozenset()) -> Dict[str, Stage]:
+                   not_secret: Optional[AbstractSet[str]] = None) -> Dict[str, Stage]:
     """Every plugin's stages, with the configuration's per-stage ``overrides`` applied
     (:mod:`bake.plan.overrides`), then variants expanded into concrete stages (:mod:`bake.plan.variants`).
 
-    :param not_secret: arg names that look like credentials but are not (``--not-secret``).
+    :param not_secret: arg names that look like credentials but are not (``--not-secret``);
+        ``None`` (listing stages, no plan): the overrides' arg names are not checked.
     :raises bake.errors.BakePlanError: a plugin, stage or override is wrong (one line naming it).
     """
     return expand(apply_overrides(hooks.collect_stages(), overrides, not_secret))
