@@ -154,22 +154,23 @@ def bake_plan_adjust_target(name, target):
     assert TOKEN not in proc.stderr
 
 
-def test_a_plugin_changing_a_finished_target_from_a_policy_hook_is_named(cli, make_plugin, tmp_path):
-    site = make_plugin("""
+@pytest.mark.parametrize("hook", ["bake_plan_tags", "bake_plan_cache_key"])
+def test_a_plugin_changing_a_finished_target_from_a_policy_hook_is_named(cli, make_plugin, tmp_path, hook):
+    site = make_plugin(f"""
 from bake import hookimpl
-kept = {}
+kept = {{}}
 @hookimpl
 def bake_plan_adjust_target(name, target):
     if name == "base":
         kept["t"] = target
 @hookimpl
-def bake_plan_tags(stage, flavor):
+def {hook}(stage, flavor):
     if stage.name == "jax" and "t" in kept:
         kept["t"]["labels"]["org.example.name"] = "cafe\\u0301"
 """, name="sneaky")
     proc = cli("--target", "jax", cwd=tmp_path, pythonpath=[site])
     assert error_line(proc) == (
-        ERR + "plugin 'sneaky', target 'base', labels['org.example.name']: changed in bake_plan_tags for stage 'jax', "
+        ERR + f"plugin 'sneaky', target 'base', labels['org.example.name']: changed in {hook} for stage 'jax', "
         "after the target was finished; a plugin may change a target only in bake_plan_adjust_target for that target")
 
 

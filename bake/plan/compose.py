@@ -315,9 +315,11 @@ def _targets(chain: List[Stage], platforms: Dict[str, List[str]], ctx: "_Context
     late = next((t for t in finished if targets[t] != finished[t]), None)
     if late is not None:
         if not ctx.watching:
-            ctx.watching = True
+            # Afresh (no answer cached), so every hook is called as in the first run.
+            again = _Context(ctx.stages, ctx.options, ctx.hooks, ctx.in_chain)
+            again.watching = True
             with ctx.hooks.watching():
-                _targets(chain, platforms, ctx)  # raises at the call that changes a finished target
+                _targets(chain, platforms, again)  # raises at the call that changes a finished target
         attr, key = next(iter(changes(finished[late], targets[late])), ("?", None))
         what = f"{attr}[{key!r}]" if key is not None else attr
         raise PluginError(f"target '{late}', {what}: changed by a plugin after the target was finished; "
