@@ -367,3 +367,31 @@ def bake_plan_stages():
                                 "template)")
     assert not (tmp_path / "docker-bake.hcl").exists()
 
+
+
+def test_through_a_hook_wrapper_the_error_says_the_plugin_is_unknown():
+    """With a hook wrapper registered pluggy calls the hook as a whole: who changed what is not known."""
+    import datetime
+
+    from bake import hookimpl
+    from bake.api import make_plan
+    from bake.errors import PluginError
+    from bake.plan.compose import PlanOptions
+    from bake.plan.plugins import get_plugin_manager
+
+    class Wrapper:
+        @hookimpl(wrapper=True)
+        def bake_plan_adjust_target(self):
+            return (yield)
+
+    class Bad:
+        @hookimpl
+        def bake_plan_adjust_target(self, name, target):
+            if name == "jax":
+                target["pull"] = "yes"
+
+    pm = get_plugin_manager(plugins=[Wrapper(), Bad()])
+    with pytest.raises(PluginError) as info:
+        make_plan(PlanOptions(targets=("jax",), date=datetime.date(2026, 11, 29)), pm)
+    assert str(info.value) == ("a plugin (through a hook wrapper), stage 'jax', target 'jax', pull: str 'yes' is not "
+                               "true or false")

@@ -89,8 +89,9 @@ _SCALARS = (str, bool, int, float)
 _ARG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")  # a Dockerfile ARG can only read such a name
 
 Culprit = Callable[[str, str, Optional[str]], Optional[str]]
-"""``culprit(target name, attribute, key)``: the plugin that last changed that attribute (or,
-for args, labels and contexts, that key), or ``None`` when no plugin did."""
+"""``culprit(target name, attribute, key)``: who last changed that attribute (or, for args,
+labels and contexts, that key) as error lines name it (``plugin 'vendor'``), or ``None`` when no
+plugin did."""
 
 
 def check_attribute_name(block: str, name) -> None:
@@ -164,8 +165,8 @@ def check_context(value: str) -> Optional[str]:
 
 def _check_target(stage: Stage, name: str, target: dict, culprit: Culprit, not_secret: AbstractSet[str]) -> None:
     def where(attr: str, key: Optional[str] = None) -> str:
-        plugin = culprit(name, attr, key) or stage.plugin
-        return f"plugin '{plugin}', stage '{stage.name}', target '{name}'"
+        who = culprit(name, attr, key) or f"plugin '{stage.plugin}'"
+        return f"{who}, stage '{stage.name}', target '{name}'"
 
     if not isinstance(target, dict):
         raise PluginError(f"{where('')}: the target is {type(target).__name__}, not a mapping of attributes")

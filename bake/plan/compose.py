@@ -13,7 +13,7 @@ from typing import Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 from bake.errors import PluginError, StageError, UsageError, did_you_mean
 from bake.plan.checks import check_plan
 from bake.plan.names import arch_of, check_repository, check_tag, target_name
-from bake.plan.plugins import Hooks, changes, snapshot
+from bake.plan.plugins import THROUGH_A_WRAPPER, Hooks, changes, snapshot
 from bake.plan.secrets import SecretSpec
 from bake.plan.stage import Stage, dependencies
 
@@ -373,7 +373,12 @@ def compose(stages: Dict[str, Stage], options: PlanOptions, hooks: Hooks) -> Com
     targets, changed_by = _targets(chain, platforms, ctx)
     # The whole plan is checked only now, after every hook has run: a plugin may have changed
     # any target since bake-plan filled it in.
-    culprit = lambda tname, attr, key: changed_by.get((tname, attr, key)) or changed_by.get((tname, attr, None))  # noqa: E731
+    def culprit(tname: str, attr: str, key: Optional[str]) -> Optional[str]:
+        plugin = changed_by.get((tname, attr, key)) or changed_by.get((tname, attr, None))
+        if plugin is None:
+            return None
+        return "a plugin (through a hook wrapper)" if plugin == THROUGH_A_WRAPPER else f"plugin '{plugin}'"
+
     check_plan({"target": targets}, owners, culprit, options.not_secret)
     _check_unique_tags(targets, owners)
 
