@@ -290,12 +290,13 @@ def bake_plan_stages():
 
 
 def test_a_header_word_with_a_newline_stays_on_one_line():
-    for text in ["/tmp/a\nb", "/tmp/tab\there", "/tmp/it's ${x}\x85\u2028"]:
+    for text in ["/tmp/a\nb", "/tmp/tab\there", "/tmp/it's ${x}\x85\u2028", "/tmp/\x1bé 1"]:
         word = shell_word(text)
         assert "\n" not in word and word.isprintable()
-        got = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True, text=True, check=True,
-                             timeout=30).stdout
-        assert got == text
+        for locale in ("C", "C.UTF-8"):  # the same bytes whatever the shell's locale
+            got = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True, check=True, timeout=30,
+                                 env={"LC_ALL": locale, "PATH": "/usr/bin:/bin"}).stdout
+            assert got.decode("utf-8") == text, (locale, word)
 
 
 # --- leftovers: overrides and --locked ----------------------------------------------------------

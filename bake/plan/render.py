@@ -152,12 +152,8 @@ def shell_word(text: str) -> str:
             out.append("\\" + ch)
         elif ch.isprintable():
             out.append(ch)
-        elif ord(ch) < 0x80:
-            out.append(f"\\x{ord(ch):02x}")
-        elif ord(ch) < 0x10000:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(f"\\U{ord(ch):08x}")
+        else:  # its UTF-8 bytes: \u would depend on the shell's locale
+            out.extend(f"\\x{b:02x}" for b in ch.encode("utf-8", "surrogatepass"))
     return "$'" + "".join(out) + "'"
 
 
