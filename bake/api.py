@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Dict, FrozenSet, Optional, Sequence
+from typing import AbstractSet, Dict, FrozenSet, Optional, Sequence
 
 import pluggy
 
 from bake.errors import StageError
-from bake.plan.compose import (LOCKED_ARG, PIP_LOCK, WHEELHOUSE, Composition, PlanOptions, compose, ignores_lock,
-                               uses_named_context)
+from bake.plan.compose import WHEELHOUSE, Composition, PlanOptions, compose, ignores_lock, uses_named_context
 from bake.plan.overrides import StageOverride, apply_overrides
 from bake.plan.plugins import Hooks, get_plugin_manager
 from bake.plan.render import to_hcl, to_json
@@ -27,13 +26,16 @@ FORMATS = {"hcl": "docker-bake.hcl", "json": "docker-bake.json"}
 """Plan formats and their default file names (the names ``docker buildx bake`` reads by default)."""
 
 
-def collect_stages(hooks: Hooks, overrides: Sequence[StageOverride] = ()) -> Dict[str, Stage]:
+def collect_stages(hooks: Hooks, overrides: Sequence[StageOverride] = (),
+                   not_secret: Optional[AbstractSet[str]] = None) -> Dict[str, Stage]:
     """Every plugin's stages, with the configuration's per-stage ``overrides`` applied
     (:mod:`bake.plan.overrides`), then variants expanded into concrete stages (:mod:`bake.plan.variants`).
 
+    :param not_secret: arg names that look like credentials but are not (``--not-secret``);
+        ``None`` (listing stages, no plan): the overrides' arg names are not checked.
     :raises bake.errors.BakePlanError: a plugin, stage or override is wrong (one line naming it).
     """
-    return expand(apply_overrides(hooks.collect_stages(), overrides))
+    return expand(apply_overrides(hooks.collect_stages(), overrides, not_secret))
 
 
 def make_plan(
@@ -61,7 +63,7 @@ def make_plan(
 
     check_manifest()  # a manifest that is not TOML fails every plan, naming the file, not a plugin
     hooks = Hooks(pm if pm is not None else get_plugin_manager())
-    stages = collect_stages(hooks, overrides)
+    stages = collect_stages(hooks, overrides, options.not_secret)
     check_lock_names(list(stages.values()))
     if options.wheelhouse is not None:
         options = dataclasses.replace(options, wheelhouse_users=wheelhouse_users(stages))
@@ -73,7 +75,8 @@ def make_plan(
         pip_locks = locked_contexts(composition, Path(locks_dir))
         for name, _ in pip_locks:
             stage = stages[name]
-            lacking = ignores_lock(dockerfile_text(stage) or f"FROM x AS {PIP_LOCK}\nARG {LOCKED_ARG}")
+            text = dockerfile_text(stage)
+            lacking = ignores_lock(text) if text is not None else None
             if lacking:  # (a Dockerfile that cannot be read here is left to bake-pip-finalize)
                 raise StageError(f"plugin '{stage.plugin}', stage '{stage.name}': --locked, but its Dockerfile "
                                  f"{lacking}, so its final stage would compile afresh and ignore the lock "
@@ -127,6 +130,6 @@ def render(composition: Composition, fmt: str = "hcl", filename: str = "docker-b
     if fmt == "json":
         return to_json(composition.plan)
     if fmt == "hcl":
-        files = " -f ".join([filename, *composition.bake_files])
-        return to_hcl(composition.plan, template_path(), composition.requested, filename=files)
+        return to_hcl(composition.plan, template_path(), composition.requested,
+                      filename=[filename, *composition.bake_files])
     raise ValueError(f"unknown plan format {fmt!r}")

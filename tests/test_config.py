@@ -217,7 +217,7 @@ def test_stage_overrides_reach_the_plan(cli, tmp_path):
     ('[stages.jaxx]\nargs = { A = "1" }\n', ["bake-plan.toml:stages.jaxx", "no stage 'jaxx'", "'jax'"]),
     ('[stages.jax.sources.jax]\nref = "x"\n', ["stage 'jax' has no source 'jax'", "'JAX'"]),
     ('[stages.jax]\nbase-image = "x:1"\n', ["base-image", "builds on stage 'base'"]),
-    ('[stages.jax]\nargs = { "bad name" = "1" }\n', ["bake-plan.toml:stages.jax", "field 'args'"]),
+    ('[stages.jax]\nargs = { "bad name" = "1" }\n', ["bake-plan.toml:stages.jax: args: key 'bad name'"]),
     ('[stages.jax.sources.JAX]\nref = "a b"\n', ["source 'JAX'", "ref 'a b'"]),
     ('[stages.xla-ci]\nvariants = { python = ["3.10", "3.12"] }\nvariant-format = "dev-{cuda}"\n',
      ["bake-plan.toml:stages.xla-ci", "both get the variant tag 'dev-12.1'"]),

@@ -10,8 +10,8 @@ import datetime
 import re
 from typing import Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
-from bake.errors import StageError, UsageError, did_you_mean
-from bake.plan.checks import check_target
+from bake.errors import PluginError, StageError, UsageError, did_you_mean
+from bake.plan.checks import check_plan
 from bake.plan.names import (
     arch_of,
     check_repository,
@@ -21,7 +21,7 @@ from bake.plan.names import (
     repository_name,
     target_name,
 )
-from bake.plan.plugins import Hooks
+from bake.plan.plugins import THROUGH_A_WRAPPER, Hooks, changes, snapshot
 from bake.plan.secrets import SecretSpec
 from bake.plan.stage import Stage, dependencies
 
@@ -175,13 +175,26 @@ def _instructions(dockerfile: str) -> str:
 
 
 def ignores_lock(dockerfile: str) -> Optional[str]:
-    """What a Dockerfile lacks for ``--locked`` to reach its final stage (it mounts the
-    ``pip-lock`` context and declares ``ARG BAKE_PIP_LOCKED``), or ``None`` when it has both."""
-    if not uses_named_context(dockerfile, PIP_LOCK):
+    """What a Dockerfile lacks for ``--locked`` to reach its final stage (it reads the
+    ``pip-lock`` context, ``RUN --mount=…,from=pip-lock`` or ``COPY --from=pip-lock``, and declares
+    ``ARG BAKE_PIP_LOCKED``), or ``None`` when it has both.
+
+    The placeholder stage ``FROM scratch AS pip-lock`` alone is not enough: the named context
+    replaces it, but nothing would read the lock."""
+    if not reads_named_context(dockerfile, PIP_LOCK):
+        if uses_named_context(dockerfile, PIP_LOCK):
+            return f"declares the {PIP_LOCK} stage but never mounts it (RUN --mount=…,from={PIP_LOCK})"
         return f"does not mount the {PIP_LOCK} context"
     if not re.search(rf"(?im)^\s*ARG\s+{LOCKED_ARG}\b", _instructions(dockerfile)):
         return f"does not declare ARG {LOCKED_ARG}"
     return None
+
+
+def reads_named_context(dockerfile: str, name: str) -> bool:
+    """Whether a step of a Dockerfile reads the named context ``name``: a mount from it
+    (``RUN --mount=…,from=NAME``) or a copy from it (``COPY --from=NAME``); a stage of that name
+    alone (the placeholder) does not count. Case-insensitive; comments are not read."""
+    return bool(re.search(rf"(?im)[\s,=-]from={re.escape(name)}(?=[\s,]|$)", _instructions(dockerfile)))
 
 
 def uses_named_context(dockerfile: str, name: str) -> bool:
@@ -192,7 +205,7 @@ def uses_named_context(dockerfile: str, name: str) -> bool:
     text = _instructions(dockerfile)
     n = re.escape(name)
     return bool(re.search(rf"(?im)^\s*FROM\s+(?:--\S+\s+)*\S+\s+AS\s+{n}\s*$", text)
-                or re.search(rf"(?im)[\s,=-]from={n}(?=[\s,]|$)", text))
+                or reads_named_context(dockerfile, name))
 
 
 def target_names(stage: Stage) -> List[Tuple[str, str]]:
@@ -335,6 +348,42 @@ def _check_unique_tags(targets: Mapping[str, dict], owners: Mapping[str, Stage])
                                  f"'{b.name}', plugin '{b.plugin}') are both tagged {tag}: one would overwrite the other")
 
 
+def _targets(chain: List[Stage], platforms: Dict[str, List[str]], ctx: "_Context"):
+    """Every target of the chain, in build order, and ``(target, attribute, key)`` → the plugin
+    whose ``bake_plan_adjust_target`` last changed it.
+
+    :raises PluginError: a plugin changed a target after its own adjust call had returned (it
+        kept a reference): the composition is run again with the hooks watching every finished
+        target, so the error names the plugin and the hook call that changed it.
+    """
+    targets: Dict[str, dict] = {}
+    changed_by: Dict[Tuple[str, str, Optional[str]], str] = {}
+    finished: Dict[str, dict] = {}
+    # Only bake_plan_adjust_target is handed a target (every value in it is made afresh), so
+    # without an implementation no plugin can hold one: nothing to compare.
+    held = ctx.hooks.adjusts_targets()
+    for stage in chain:
+        for tname, flavor in target_names(stage):
+            targets[tname], changed = _target(stage, tname, flavor, platforms[stage.name], ctx)
+            changed_by.update({(tname, attr, key): plugin for (attr, key), plugin in changed.items()})
+            if held:
+                finished[tname] = snapshot(targets[tname])
+                ctx.hooks.watch(tname, targets[tname])
+    late = next((t for t in finished if targets[t] != finished[t]), None)
+    if late is not None:
+        if not ctx.watching:
+            # Afresh (no answer cached), so every hook is called as in the first run.
+            again = _Context(ctx.stages, ctx.options, ctx.hooks, ctx.in_chain)
+            again.watching = True
+            with ctx.hooks.watching():
+                _targets(chain, platforms, again)  # raises at the call that changes a finished target
+        attr, key = next(iter(changes(finished[late], targets[late])), ("?", None))
+        what = f"{attr}[{key!r}]" if key is not None else attr
+        raise PluginError(f"target '{late}', {what}: changed by a plugin after the target was finished; "
+                          "a plugin may change a target only in bake_plan_adjust_target for that target")
+    return targets, changed_by
+
+
 def compose(stages: Dict[str, Stage], options: PlanOptions, hooks: Hooks) -> Composition:
     """Compose the plan for ``options.targets``.
 
@@ -342,8 +391,10 @@ def compose(stages: Dict[str, Stage], options: PlanOptions, hooks: Hooks) -> Com
         the chain, so ``bake`` pushes meal kits too; buildx otherwise builds ``target:``-only
         dependencies as cache-only) and ``target`` keyed by bake target name, in build order.
     :raises UsageError: unknown target, or a requested platform a requested stage does not support.
-    :raises StageError: missing parent, cycle, clashing target names, platform mismatch in the chain.
-    :raises PluginError: a policy hook raised or answered with the wrong shape.
+    :raises StageError: missing parent, cycle, clashing target names, platform mismatch in the
+        chain; a finished target buildx would refuse or misread (:func:`bake.plan.checks.check_plan`).
+    :raises PluginError: a hook raised or answered with the wrong shape, left an attribute or a
+        value of a type bake does not read, or changed a target after it was finished.
     """
     check_unique_targets(stages)
     requested = resolve_targets(stages, options.targets)
@@ -375,11 +426,18 @@ def compose(stages: Dict[str, Stage], options: PlanOptions, hooks: Hooks) -> Com
         platforms[stage.name] = answer
 
     ctx = _Context(stages, options, hooks, in_chain)
-    targets: Dict[str, dict] = {}
-    for stage in chain:
-        for tname, flavor in target_names(stage):
-            targets[tname] = _target(stage, tname, flavor, platforms[stage.name], ctx)
-    _check_unique_tags(targets, {tname: s for s in chain for tname, _ in target_names(s)})
+    owners = {tname: s for s in chain for tname, _ in target_names(s)}
+    targets, changed_by = _targets(chain, platforms, ctx)
+    # The whole plan is checked only now, after every hook has run: a plugin may have changed
+    # any target since bake-plan filled it in.
+    def culprit(tname: str, attr: str, key: Optional[str]) -> Optional[str]:
+        plugin = changed_by.get((tname, attr, key)) or changed_by.get((tname, attr, None))
+        if plugin is None:
+            return None
+        return "a plugin (through a hook wrapper)" if plugin == THROUGH_A_WRAPPER else f"plugin '{plugin}'"
+
+    check_plan({"target": targets}, owners, culprit, options.not_secret)
+    _check_unique_tags(targets, owners)
 
     groups = {DEFAULT_GROUP: {"targets": list(targets)}}
     for base, names in variant_groups({s.name: s for s in chain}).items():
@@ -402,6 +460,11 @@ def repository(stage: Stage, registry: Optional[str]) -> str:
     return f"{registry or stage.registry}/{stage.image or target_name(stage.name).lower()}"
 
 
+CACHE_BRANCH = "--cache-branch"
+CACHE_FROM_BRANCH = "--cache-from-branch (cache-from-branch in the configuration)"
+"""How errors name the options a cache ref's branch comes from."""
+
+
 def _branch(name: Optional[str]) -> str:
     if not name:
         return ""
@@ -415,16 +478,29 @@ class _Context:
         self.stages, self.options, self.hooks, self.in_chain = stages, options, hooks, in_chain
         self.suffix = f"-{options.arch}" if options.arch else ""
         self._keys: Dict[Tuple[str, str], str] = {}
+        self.watching = False  # composing again to find a plugin that changes finished targets
 
     def cache_key(self, stage: Stage, flavor: str) -> str:
-        """The policy's key plus ``-<arch>`` in a per-arch plan (CACHE_SILO; the cache refs' tag)."""
+        """The policy's key plus ``-<arch>`` in a per-arch plan (CACHE_SILO; the cache refs' tag).
+
+        :raises StageError: the key is not a tag (the policy's plugin is named).
+        :raises UsageError: the key with ``-<branch>`` is too long for a tag (the option is named).
+        """
         if (stage.name, flavor) not in self._keys:
             key, by = self.hooks.cache_key_by(stage, flavor)
             key += self.suffix
             try:
-                check_tag(key + _branch(self.options.cache_branch))
+                check_tag(key)
             except ValueError as err:
                 raise StageError(f"{_policy(by, stage)}, stage '{stage.name}': cache key {flavor}: {err}") from None
+            for option, branch in ((CACHE_BRANCH, self.options.cache_branch),
+                                   (CACHE_FROM_BRANCH, self.options.cache_from_branch)):
+                try:
+                    check_tag(key + _branch(branch))
+                except ValueError as err:
+                    shown = repr(branch) if len(branch) <= 60 else repr(branch[:60]) + "…"
+                    raise UsageError(f"{option} {shown}: the cache ref of stage '{stage.name}' ({flavor}) "
+                                     f"would not be a tag: {err}") from None
             self._keys[(stage.name, flavor)] = key
         return self._keys[(stage.name, flavor)]
 
@@ -483,7 +559,11 @@ def _same_image(ref: str, image: str) -> bool:
         return False
 
 
-def _target(stage: Stage, tname: str, flavor: str, platforms: List[str], ctx: _Context) -> dict:
+def _target(stage: Stage, tname: str, flavor: str, platforms: List[str], ctx: _Context):
+    """One target of ``stage`` as bake-plan fills it in, then adjusted by the plugins.
+
+    :returns: ``(target, what changed)``: the second is :meth:`bake.plan.plugins.Hooks.adjust_target`'s.
+    """
     options, stages = ctx.options, ctx.stages
     try:
         check_repository(repository(stage, options.registry))
@@ -581,10 +661,9 @@ def _target(stage: Stage, tname: str, flavor: str, platforms: List[str], ctx: _C
     if options.secrets:
         target["secret"] = [spec.to_bake() for spec in options.secrets]
 
-    ctx.hooks.adjust_target(stage, tname, flavor, target)
+    changed = ctx.hooks.adjust_target(stage, tname, flavor, target)
     if not target.get("tags") and "output" not in target:
         # An untagged target (a wheel builder used through `uses`) is only built for what builds
         # on it: with the default output, `bake --push` stops at "tag is needed when pushing".
         target["output"] = [CACHE_ONLY]
-    check_target(stage, tname, target, options.not_secret)
-    return target
+    return target, changed

@@ -56,10 +56,14 @@ def bake_plan_adjust_target(stage: "Stage", name: str, flavor: str, target: dict
         ``dockerfile``, ``target``, ``contexts``, ``args``, ``labels``, ``tags``, ``platforms``,
         ``cache-from``, ``cache-to``; see the buildx bake file reference). Values are plain,
         unescaped strings: rendering escapes ``${``/``%{`` for bake.
-    :returns: ``None``; mutate ``target``. The result is checked like every target
-        (:mod:`bake.plan.checks`): only strings, numbers, booleans, lists and string mappings, text in
-        Unicode NFC, and nothing that looks like a credential (build secrets go through bake's
-        ``secret`` attribute, set from ``--secret``), else the run stops naming the target.
+    :returns: ``None``; mutate ``target``. Once every hook has run, the whole plan is checked
+        (:func:`bake.plan.checks.check_plan`): only attributes buildx's bake reads, each with a
+        value of its kind (tags image references, platforms known, contexts absolute or
+        ``target:``/``docker-image://``/…, no NaN), text in Unicode NFC, and nothing that looks like
+        a credential (build secrets go through bake's ``secret`` attribute, set from ``--secret``),
+        else the run stops naming the plugin that last changed the value, the target and the
+        attribute. Change only ``target``, in this call: changing a target kept from an earlier
+        call is an error naming the plugin.
     """
 
 

@@ -13,7 +13,7 @@ import difflib
 import re
 import sys
 from importlib import metadata
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import pluggy
 
@@ -115,6 +115,8 @@ class Hooks:
 
     def __init__(self, pm: pluggy.PluginManager):
         self.pm = pm
+        # While watching (watching()): target name -> (the live target, a copy of it when finished).
+        self._watched: Optional[Dict[str, Tuple[dict, dict]]] = None
 
     def collect_stages(self) -> Dict[str, Stage]:
         """Every stage of every plugin, by name, each stamped with its plugin.
@@ -151,23 +153,33 @@ class Hooks:
                 stages[stage.name] = stage
         return stages
 
-    def _call(self, hook: str, firstresult: bool = False, **kwargs) -> Tuple[object, Optional[str]]:
+    def _call(self, hook: str, firstresult: bool = False, observe: Optional[Callable[[Optional[str]], None]] = None,
+              **kwargs) -> Tuple[object, Optional[str]]:
         """Call a hook's implementations in pluggy's order, one at a time, so a failure names its
         plugin. Returns ``(answer, plugin name)``: for a ``firstresult`` hook the first answer that
         is not ``None``, else the list of answers. With a hook wrapper registered, the hook is
-        called through pluggy as a whole and the plugin name is ``None``."""
+        called through pluggy as a whole and the plugin name is ``None``.
+
+        :param observe: called with the plugin name (``None`` through a hook wrapper) after each
+            implementation returns, so a caller can see what that call changed.
+        :raises PluginError: an implementation raised, or changed a finished target (:meth:`watching`).
+        """
         stage = kwargs.get("stage")
         where = f" for stage '{stage.name}'" if stage is not None else ""
+        if "name" in kwargs:
+            where += f", target '{kwargs['name']}'"
         caller = getattr(self.pm.hook, hook)
         impls = caller.get_hookimpls()
         if any(impl.hookwrapper or impl.wrapper for impl in impls):
             try:
                 with _stdout_to_stderr():
-                    return caller(**kwargs), None
+                    answer = caller(**kwargs)
             except KeyboardInterrupt:
                 raise
             except BaseException as err:
                 raise PluginError(f"a plugin raised {type(err).__name__} in {hook}{where}: {err}") from None
+            self._after(None, hook, where, observe)
+            return answer, None
         answers = []
         for impl in reversed(impls):
             try:
@@ -179,6 +191,7 @@ class Hooks:
                 raise PluginError(
                     f"plugin '{plugin_label(impl)}' raised {type(err).__name__} in {hook}{where}: {err}"
                 ) from None
+            self._after(plugin_label(impl), hook, where, observe)
             if answer is None:
                 continue
             if firstresult:
@@ -219,9 +232,63 @@ class Hooks:
                               "(return None to leave the answer to the next policy)")
         return platforms
 
-    def adjust_target(self, stage: Stage, name: str, flavor: str, target: dict) -> None:
-        """Let every plugin adjust one target in place. :raises PluginError: a plugin raised."""
-        self._call("bake_plan_adjust_target", stage=stage, name=name, flavor=flavor, target=target)
+    def adjust_target(self, stage: Stage, name: str, flavor: str, target: dict) -> Dict[Tuple[str, Optional[str]], str]:
+        """Let every plugin adjust one target in place, and say who changed what.
+
+        :returns: ``(attribute, key)`` → the plugin whose call last changed it (added, replaced,
+            removed or changed inside); ``key`` is a key of a mapping attribute (``args``,
+            ``labels``, ``contexts``) or ``None`` for the attribute as a whole. Through a hook
+            wrapper the plugin is unknown: :data:`THROUGH_A_WRAPPER`.
+        :raises PluginError: a plugin raised.
+        """
+        changed: Dict[Tuple[str, Optional[str]], str] = {}
+        if not self.adjusts_targets():
+            return changed
+        before = [snapshot(target)]
+
+        def observe(plugin: Optional[str]) -> None:
+            after = snapshot(target)
+            for where in changes(before[0], after):
+                changed[where] = plugin or THROUGH_A_WRAPPER
+            before[0] = after
+
+        self._call("bake_plan_adjust_target", observe=observe, stage=stage, name=name, flavor=flavor, target=target)
+        return changed
+
+    def adjusts_targets(self) -> bool:
+        """Whether any plugin implements ``bake_plan_adjust_target`` (is ever handed a target)."""
+        return bool(self.pm.hook.bake_plan_adjust_target.get_hookimpls())
+
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[None]:
+        """While in this block, every target passed to :meth:`watch` is compared with how it was
+        when it was finished after each hook implementation returns, and a change is a
+        :class:`PluginError` naming the plugin, the hook call, the target and the attribute: a
+        plugin that kept a reference to a target and changes it from a later call (costly: only
+        to find such a plugin once a change is known)."""
+        self._watched = {}
+        try:
+            yield
+        finally:
+            self._watched = None
+
+    def watch(self, name: str, target: dict) -> None:
+        """Take a finished target under watch (:meth:`watching`; outside it, nothing happens)."""
+        if self._watched is not None:
+            self._watched[name] = (target, snapshot(target))
+
+    def _after(self, plugin: Optional[str], hook: str, where: str, observe) -> None:
+        if observe is not None:
+            observe(plugin)
+        for name, (target, finished) in (self._watched or {}).items():
+            if target != finished:
+                attr, key = next(iter(changes(finished, target)), ("?", None))
+                what = f"{attr}[{key!r}]" if key is not None else attr
+                who = f"plugin '{plugin}'" if plugin else "a plugin (through a hook wrapper)"
+                raise PluginError(
+                    f"{who}, target '{name}', {what}: changed in {hook}{where}, after the target was finished; "
+                    "a plugin may change a target only in bake_plan_adjust_target for that target"
+                )
 
     @staticmethod
     def _expect_strs(hook: str, stage: Stage, value, plugin: Optional[str] = None) -> List[str]:
@@ -229,6 +296,42 @@ class Hooks:
             raise PluginError(f"{_by(plugin)}{hook} for stage '{stage.name}' returned {value!r:.60}, "
                               "expected a list of strings")
         return list(value)
+
+
+THROUGH_A_WRAPPER = "a hook wrapper"
+"""What :meth:`Hooks.adjust_target` names when a hook wrapper hides which plugin changed a target."""
+
+
+def snapshot(node):
+    """A copy of a plan node (mappings and lists copied, everything else shared), to see later
+    whether it changed: cheaper than ``copy.deepcopy`` for the plan's plain JSON shape."""
+    if isinstance(node, dict):
+        return {k: snapshot(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [snapshot(v) for v in node]
+    return node
+
+
+def changes(before: dict, after: dict) -> List[Tuple[str, Optional[str]]]:
+    """What differs between two states of a target: ``(attribute, key)`` for each key of a
+    mapping attribute that was added, removed or changed, ``(attribute, None)`` for any other
+    attribute that was."""
+    out: List[Tuple[str, Optional[str]]] = []
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return [("", None)] if before != after else []
+    for attr in dict.fromkeys([*before, *after]):
+        old, new = before.get(attr, _MISSING), after.get(attr, _MISSING)
+        if old is new or old == new:
+            continue
+        if isinstance(old, dict) and isinstance(new, dict):
+            out.extend((attr, k) for k in dict.fromkeys([*old, *new])
+                       if k not in old or k not in new or not (old[k] is new[k] or old[k] == new[k]))
+        else:
+            out.append((attr, None))
+    return out
+
+
+_MISSING = object()
 
 
 def plugin_label(impl) -> str:

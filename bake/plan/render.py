@@ -10,16 +10,26 @@ return right before ``$${``/``%%{`` stops the escape from being read, and a lead
 dropped. A JSON string holding a carriage return or starting with U+FEFF is therefore written as
 one interpolation of an HCL quoted string, ``${"…"}``, escaped as in the HCL form (found by the
 property test in ``tests/test_escaping_property.py``).
+
+Attribute names are written as they are (HCL identifiers), so the renderer writes none it has not
+checked against bake's own (:func:`bake.plan.checks.check_attribute_name`): a name such as
+``"no-cache = true\n  pull"`` would otherwise become attributes of its own.
+
+The header's command lines are meant to be pasted into a shell: every path in them is one
+shell word (:func:`shell_word`).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 import string
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence, Union
 
+from bake.errors import BakePlanError
+from bake.plan.checks import PLAN_BLOCKS, check_attribute_name
 from bake.version import __version__
 
 
@@ -47,8 +57,26 @@ def _escape_tree(node):
     return node
 
 
+def check_names(plan: dict) -> None:
+    """Every block and attribute name of the plan is bake's own (the names are written as they
+    are). :raises BakePlanError: one is not, naming the block; nothing is written."""
+    for block, entries in plan.items():
+        if block not in PLAN_BLOCKS:
+            raise BakePlanError(f"cannot write the plan: {block!r:.60} is not a block of a bake file")
+        for name, attrs in entries.items():
+            for attr in attrs:
+                try:
+                    check_attribute_name(block, attr)
+                except ValueError as err:
+                    raise BakePlanError(f"cannot write the plan: {block} '{name}': {err}") from None
+
+
 def to_json(plan: dict) -> str:
-    """The plan as a bake JSON file: UTF-8, two-space indent, keys in plan order, newline at the end."""
+    """The plan as a bake JSON file: UTF-8, two-space indent, keys in plan order, newline at the end.
+
+    :raises BakePlanError: a block or attribute name bake does not have (:func:`check_names`).
+    """
+    check_names(plan)
     return json.dumps(_escape_tree(plan), indent=2, ensure_ascii=False) + "\n"
 
 
@@ -112,16 +140,39 @@ def local_dirs(plan: dict) -> list:
     return sorted(dirs)
 
 
+def shell_word(text: str) -> str:
+    """``text`` as one word of a POSIX shell command line, on one line: ``shlex.quote``, or for
+    text with a character that is not printable (a newline, a tab …) ``$'…'`` with escapes
+    (bash, zsh, ksh and POSIX.1-2024 ``sh``), so the header's comment line stays one line."""
+    if text.isprintable():
+        return shlex.quote(text)
+    out = []
+    for ch in text:
+        if ch in "\\'":
+            out.append("\\" + ch)
+        elif ch.isprintable():
+            out.append(ch)
+        else:  # its UTF-8 bytes: \u would depend on the shell's locale
+            out.extend(f"\\x{b:02x}" for b in ch.encode("utf-8", "surrogatepass"))
+    return "$'" + "".join(out) + "'"
+
+
 class _PlanTemplate(string.Template):
     delimiter = "@"  # "$" is HCL's own interpolation character
 
 
-def to_hcl(plan: dict, template: Path, requested: Iterable[str], filename: str = "docker-bake.hcl") -> str:
+def to_hcl(plan: dict, template: Path, requested: Iterable[str],
+           filename: Union[str, Sequence[str]] = "docker-bake.hcl") -> str:
     """The plan as HCL, laid out by ``template`` (placeholders ``@groups``, ``@targets``,
-    ``@version``, ``@requested``, ``@date``, ``@filename``).
+    ``@version``, ``@requested``, ``@date``, ``@filename``, ``@allow``).
 
+    :param filename: the plan file's name, or the bake files to pass (the plan's first): in the
+        header as ``-f`` arguments, each one shell word, as are the ``--allow=fs.read=`` flags.
     :raises KeyError: the template names a placeholder that does not exist.
+    :raises BakePlanError: a block or attribute name bake does not have (:func:`check_names`).
     """
+    check_names(plan)
+    files = [filename] if isinstance(filename, str) else list(filename)
     groups = "\n".join(_hcl_block("group", n, g) for n, g in plan.get("group", {}).items())
     targets = "\n".join(_hcl_block("target", n, t) for n, t in plan.get("target", {}).items())
     created = next(
@@ -134,10 +185,11 @@ def to_hcl(plan: dict, template: Path, requested: Iterable[str], filename: str =
 
     return _PlanTemplate(template.read_text(encoding="utf-8")).substitute(
         version=__version__,
-        allow=comment(" ".join(f"--allow=fs.read={d}" for d in local_dirs(plan))),
+        # One shell word each (never through comment(), which would fold a path's own spaces).
+        allow=" ".join(shell_word(f"--allow=fs.read={d}") for d in local_dirs(plan)),
         requested=comment(", ".join(requested)),
         date=comment(created[:10]),
-        filename=comment(filename),
+        filename=" -f ".join(shell_word(f) for f in files),
         groups=groups.rstrip("\n"),
         targets=targets.rstrip("\n"),
     )
