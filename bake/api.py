@@ -12,7 +12,7 @@ from typing import Dict, FrozenSet, Optional, Sequence
 
 import pluggy
 
-from bake.errors import StageError
+from bake.errors import StageError, UsageError
 from bake.plan.compose import (LOCKED_ARG, PIP_LOCK, WHEELHOUSE, Composition, PlanOptions, compose, ignores_lock,
                                uses_named_context)
 from bake.plan.overrides import StageOverride, apply_overrides
@@ -41,6 +41,7 @@ def make_plan(
     pm: Optional[pluggy.PluginManager] = None,
     overrides: Sequence[StageOverride] = (),
     locks_dir: Optional[Path] = None,
+    targets_from: Optional[str] = None,
 ) -> Composition:
     """Collect every plugin's stages and compose the plan for ``options``.
 
@@ -53,12 +54,16 @@ def make_plan(
     :param locks_dir: make a locked plan (``--locked``): each requested stage's final target gets
         its lock from this directory as the ``pip-lock`` named context
         (:func:`bake.pip.lock.locked_contexts`, which checks the lock is current).
+    :param targets_from: where ``options.targets`` came from (``--target``, ``bake-plan.toml:
+        targets``): an unknown target's error line starts with it.
     :raises bake.errors.BakePlanError: bad input, with a one-line message naming the culprit.
     """
     from bake.plan.secrets import SECRET_HINT, find_secret_values
 
     hooks = Hooks(pm if pm is not None else get_plugin_manager())
     stages = collect_stages(hooks, overrides)
+    if targets_from is not None:
+        _check_targets(stages, options.targets, targets_from)
     if options.wheelhouse is not None:
         options = dataclasses.replace(options, wheelhouse_users=wheelhouse_users(stages))
     composition = compose(stages, options, hooks)
@@ -83,6 +88,18 @@ def make_plan(
         raise StageError(f"{where}target '{tname}', {path}: holds the value of secret '{spec.id}' ({source}); "
                          f"{SECRET_HINT}")
     return composition
+
+
+def _check_targets(stages: Dict[str, Stage], targets: Sequence[str], where: str) -> None:
+    """:raises UsageError: (or :class:`ConfigError` for a file's ``targets``) an unknown target,
+    the line led by ``where``: ``--target: unknown target 'x'; did you mean …``."""
+    from bake.plan.compose import resolve_targets
+    from bake.settings.values import error
+
+    try:
+        resolve_targets(stages, targets)
+    except UsageError as err:  # resolve_targets' only error: an unknown name
+        raise error(where, str(err)) from None
 
 
 def dockerfile_text(stage: Stage) -> Optional[str]:

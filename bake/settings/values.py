@@ -68,9 +68,22 @@ def platforms(values: Sequence[str], where: str) -> Tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def names(values: Sequence[str]) -> Tuple[str, ...]:
-    """Stage, target or plugin names: comma lists split, blanks dropped, first order kept."""
-    return tuple(dict.fromkeys(n.strip() for v in values for n in v.split(",") if n.strip()))
+def names(values: Sequence[str], where: Optional[str] = None, what: str = "name") -> Tuple[str, ...]:
+    """Stage, target or plugin names: comma lists split, each name stripped, first order kept.
+
+    :param where: where the names came from (``--target``, ``bake-plan.toml: targets``): an empty
+        name (``--target ''``, ``--target a,,b``) is then an error naming it, ``empty <what>``
+        (an empty ``--target`` is a mistake, not "no target"). Without it, empty names are dropped.
+    :raises UsageError: (a flag, the environment) or :class:`ConfigError` (a file): an empty name.
+    """
+    out = []
+    for value in values:
+        for name in value.split(","):
+            if name.strip():
+                out.append(name.strip())
+            elif where is not None:
+                raise error(where, f"empty {what}" + (f" in {value!r}" if value.strip() else ""))
+    return tuple(dict.fromkeys(out))
 
 
 def date_policy(value, where: str) -> str:
@@ -270,3 +283,30 @@ def parent_digests(path: str, platforms: Sequence[str] = (), where: str = "--par
         except ValueError as err:
             raise error(where, f"{path}: target {name!r}: {err}") from None
     return out
+
+
+_BUILDX_READS_AS = {".hcl": "hcl", ".json": "json", ".yml": "compose", ".yaml": "compose"}
+"""File-name endings buildx picks its parser by (``bake.ParseFiles``; the ending's case counts):
+only that parser reads the file. Any other name is tried as each format in turn."""
+
+_FORMAT_WORDS = {"hcl": "HCL", "json": "JSON", "compose": "a Compose file"}
+
+
+def plan_file(path: str, fmt: str, where: str = "-o", format_given: bool = True) -> str:
+    """The name of a plan file that ``docker buildx bake -f`` will read as ``fmt`` (``hcl`` or
+    ``json``): ``x.hcl`` is read only as HCL and ``x.json`` only as JSON, so a JSON plan named
+    ``x.hcl`` (or the reverse) would fail in buildx; ``.yml``/``.yaml`` are read as Compose files.
+    Other names (``plan``, ``x.txt``, ``-``, ``/dev/stdout``) are read either way.
+
+    :param format_given: ``--format`` was on the command line (else ``fmt`` is its default).
+    :raises UsageError: the name makes buildx read the plan as another format, naming ``where``.
+    """
+    ending = os.path.splitext(path)[1]
+    reads_as = _BUILDX_READS_AS.get(ending)
+    if reads_as is None or reads_as == fmt:
+        return path
+    stem = path[: -len(ending)]
+    fix = f"name it {stem}.{fmt}" + (f" or pass --format {reads_as}" if reads_as in ("hcl", "json") else "")
+    made = f"--format {fmt}" + ("" if format_given else " (the default)")
+    raise UsageError(f"{where} {path}: buildx reads a file ending in {ending} as {_FORMAT_WORDS[reads_as]}, "
+                     f"but {made} writes {_FORMAT_WORDS[fmt]} ({fix})")
