@@ -15,11 +15,11 @@ import pluggy
 from bake.errors import StageError, UsageError
 from bake.plan.compose import (LOCKED_ARG, PIP_LOCK, WHEELHOUSE, Composition, PlanOptions, compose, ignores_lock,
                                uses_named_context)
+from bake.plan import dockerfile
 from bake.plan.overrides import StageOverride, apply_overrides
 from bake.plan.plugins import Hooks, get_plugin_manager
 from bake.plan.render import to_hcl, to_json
 from bake.plan.stage import Stage
-from bake.plan.validate import is_context_url
 from bake.plan.variants import expand
 from bake.resources import template_path
 
@@ -103,19 +103,10 @@ def _check_targets(stages: Dict[str, Stage], targets: Sequence[str], where: str)
 
 
 def dockerfile_text(stage: Stage) -> Optional[str]:
-    """The text of a stage's Dockerfile (inline, or ``dockerfile`` under a directory ``context``);
-    ``None`` when it cannot be read here (a remote context, a missing file)."""
-    if stage.dockerfile_inline is not None:
-        return stage.dockerfile_inline
-    path = Path(stage.dockerfile)
-    if not path.is_absolute():
-        if is_context_url(str(stage.context)):
-            return None
-        path = Path(stage.context) / path
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
+    """The text of a stage's Dockerfile (inline, or ``dockerfile`` under a directory ``context``;
+    :func:`bake.plan.dockerfile.read`); ``None`` when it cannot be read here (a remote context, a
+    missing file)."""
+    return dockerfile.read(stage.context, stage.dockerfile, stage.dockerfile_inline)
 
 
 def wheelhouse_users(stages: Dict[str, Stage]) -> FrozenSet[str]:

@@ -82,8 +82,10 @@ def _plan_arguments() -> argparse.ArgumentParser:
     common.add_argument("--secret", action="append", default=[], metavar="id=NAME,env=VAR|id=NAME,src=FILE",
                         help="a build secret every target may mount with RUN --mount=type=secret,id=NAME "
                              "(repeatable); the plan holds only the variable's name or the file's path")
-    # No argparse default: the settings tell a --format given from the default (the -o name check).
-    common.add_argument("--format", choices=FORMATS, help="plan file format (default hcl)")
+    # No argparse default: without --format, -o's name picks it (bake.settings.values.plan_format).
+    common.add_argument("--format", choices=FORMATS,
+                        help="plan file format (default: json for -o NAME.json, else hcl); buildx reads "
+                             "NAME.hcl only as HCL and NAME.json only as JSON")
     common.add_argument("-o", "--output", help="plan file to write, or - for stdout "
                                                "(default docker-bake.hcl / docker-bake.json)")
     common.add_argument("--locked", action="store_true",

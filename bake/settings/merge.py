@@ -226,9 +226,9 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
     if wheelhouse is not None and command in WHEELHOUSE_COMMANDS:
         source = provenance["wheelhouse"].source
         wheelhouse = values.existing_wheelhouse(wheelhouse, source if source.startswith("--") else f"{source}: wheelhouse")
-    output = flag("output")
-    if command in ("plan", "build") and output is not None:
-        values.plan_file(output, flag("format") or "hcl", "-o", format_given=flag("format") is not None)
+    output, fmt = flag("output"), flag("format")
+    if command in ("plan", "build"):
+        fmt = values.plan_format(output, fmt, "-o")
     cache_branch = flag("cache_branch")
     blocked = ()
     if command in TARGET_COMMANDS or command == "stages":
@@ -241,7 +241,7 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
         blocked_plugins=blocked, not_secret=frozenset(flag("not_secret") or ()),
         cache_branch=values.branch(cache_branch, "--cache-branch") if cache_branch is not None else None,
         from_registry=bool(flag("from_registry")), digests=digests, secrets=secrets,
-        metadata_bake_files=tuple(flag("metadata_bake_file") or ()), format=flag("format") or "hcl",
+        metadata_bake_files=tuple(flag("metadata_bake_file") or ()), format=fmt or "hcl",
         output=output, locked=bool(flag("locked")), locks_dir=Path(flag("locks_dir") or "locks"),
         sources=sources,
         push=bool(flag("push")), dry_run=bool(flag("dry_run")), pull=_pull(provenance["pull"].value, bool(flag("push"))), load=bool(flag("load")), builder=flag("builder"),

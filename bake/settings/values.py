@@ -292,21 +292,24 @@ only that parser reads the file. Any other name is tried as each format in turn.
 _FORMAT_WORDS = {"hcl": "HCL", "json": "JSON", "compose": "a Compose file"}
 
 
-def plan_file(path: str, fmt: str, where: str = "-o", format_given: bool = True) -> str:
-    """The name of a plan file that ``docker buildx bake -f`` will read as ``fmt`` (``hcl`` or
-    ``json``): ``x.hcl`` is read only as HCL and ``x.json`` only as JSON, so a JSON plan named
-    ``x.hcl`` (or the reverse) would fail in buildx; ``.yml``/``.yaml`` are read as Compose files.
-    Other names (``plan``, ``x.txt``, ``-``, ``/dev/stdout``) are read either way.
+def plan_format(path: Optional[str], fmt: Optional[str], where: str = "-o") -> str:
+    """The format (``hcl`` or ``json``) to write the plan file ``path`` in, so that
+    ``docker buildx bake -f`` reads it: buildx reads ``x.hcl`` only as HCL, ``x.json`` only as
+    JSON and ``x.yml``/``x.yaml`` as a Compose file; other names (``plan``, ``x.txt``, ``-``,
+    ``/dev/stdout``) either way.
 
-    :param format_given: ``--format`` was on the command line (else ``fmt`` is its default).
-    :raises UsageError: the name makes buildx read the plan as another format, naming ``where``.
+    :param path: ``-o`` (``None``: the default file of the format).
+    :param fmt: ``--format`` when given; else the format is the one ``path``'s ending names
+        (``-o plan.json`` writes JSON), else ``hcl``.
+    :raises UsageError: ``path`` makes buildx read the plan as another format than ``fmt``, or as
+        a Compose file, naming ``where``.
     """
-    ending = os.path.splitext(path)[1]
+    ending = os.path.splitext(path or "")[1]
     reads_as = _BUILDX_READS_AS.get(ending)
+    if fmt is None:
+        fmt = reads_as if reads_as in ("hcl", "json") else "hcl"
     if reads_as is None or reads_as == fmt:
-        return path
-    stem = path[: -len(ending)]
-    fix = f"name it {stem}.{fmt}" + (f" or pass --format {reads_as}" if reads_as in ("hcl", "json") else "")
-    made = f"--format {fmt}" + ("" if format_given else " (the default)")
+        return fmt
+    fix = f"name it {path[: -len(ending)]}.{fmt}" + (f" or pass --format {reads_as}" if reads_as != "compose" else "")
     raise UsageError(f"{where} {path}: buildx reads a file ending in {ending} as {_FORMAT_WORDS[reads_as]}, "
-                     f"but {made} writes {_FORMAT_WORDS[fmt]} ({fix})")
+                     f"but --format {fmt} writes {_FORMAT_WORDS[fmt]} ({fix})")
