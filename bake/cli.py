@@ -246,11 +246,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     if argv and argv[0] not in COMMANDS and not argv[0].startswith("-"):
         raise UsageError(f"unknown command {argv[0]!r}{did_you_mean(argv[0], COMMANDS)} "
                          f"(commands: {', '.join(COMMANDS)})")
-    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
+    implied = not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version"))
+    if implied:
         argv.insert(0, "plan")
     args, extra = build_parser().parse_known_args(argv)
-    if extra:  # name the command: `graph --date X` is an option graph does not take
-        raise UsageError(f"{args.command}: unrecognized arguments: {' '.join(extra)}")
+    if extra:  # name the command typed: `graph --date X` is an option graph does not take
+        raise UsageError(("" if implied else f"{args.command}: ") + f"unrecognized arguments: {' '.join(extra)}")
     return args
 
 
