@@ -4,8 +4,8 @@ contexts a stage uses (:func:`bake.plan.compose.uses_named_context`, ``--wheelho
 
 It reads as BuildKit's Dockerfile parser does, as far as those checks need: parser directives
 (``# escape=```) only before anything else, comment lines dropped (inside a continued instruction
-too), a line ending in the escape character continued by the next one, blank lines skipped (also
-inside a continued instruction).
+too), a line ending in the escape character continued by the next one (joined as they are, no
+space added), blank lines skipped (also inside a continued instruction).
 Heredoc bodies are not told apart from instructions.
 """
 
@@ -44,8 +44,9 @@ def read(context: Union[str, Path, None], dockerfile: Optional[str] = "Dockerfil
 
 
 def instructions(text: str) -> List[str]:
-    """A Dockerfile's instructions, one string each: continuation lines joined with a space,
-    whitespace runs made one space, comments, blank lines and parser directives left out.
+    """A Dockerfile's instructions, one string each: continued lines joined as BuildKit joins them
+    (the escape character dropped, nothing added), whitespace runs made one space, comments, blank
+    lines and parser directives left out.
 
     ``FROM  base \\⏎  AS  wheelhouse`` → ``["FROM base AS wheelhouse"]``.
     """
@@ -64,20 +65,15 @@ def instructions(text: str) -> List[str]:
     pending: List[str] = []
     for line in lines[start:]:
         stripped = line.strip()
-        if stripped.startswith("#"):  # a comment, also between the lines of one instruction
+        if not stripped or stripped.startswith("#"):  # also between the lines of one instruction
             continue
-        if not stripped:  # a blank line, also inside one instruction (BuildKit skips it)
+        body = line.rstrip()
+        if body.endswith(escape):  # continued: BuildKit joins the lines as they are, no space added
+            pending.append(body[: -len(escape)])
             continue
-        if stripped.endswith(escape):
-            pending.append(stripped[: -len(escape)])
-            continue
-        pending.append(stripped)
-        joined = " ".join(" ".join(pending).split())
+        pending.append(body)
+        out.append(" ".join("".join(pending).split()))
         pending = []
-        if joined:
-            out.append(joined)
-    if pending:  # the file ends inside a continued instruction
-        joined = " ".join(" ".join(pending).split())
-        if joined:
-            out.append(joined)
+    if pending and "".join(pending).strip():  # the file ends inside a continued instruction
+        out.append(" ".join("".join(pending).split()))
     return out
