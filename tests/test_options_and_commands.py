@@ -266,11 +266,15 @@ def test_bake_testing_and_the_fixtures_see_only_bake_plans_own_plugins(make_plug
     assert "stray" not in entry_point_names()  # the conftest fixture: in this process, only bake-plan's own
     monkeypatch.undo()  # ... taken away: the stray, "installed" on sys.path, is found
     monkeypatch.syspath_prepend(str(site))
-    assert "stray" in {ep.name for ep in importlib.metadata.entry_points(group="bake_plan")}
-    assert "stray" in entry_point_names()
-    with pytest.raises(Exception, match="is defined twice"):
-        make_plan(PlanOptions(targets=("jax",), date=DATE))
-    assert plan_for(targets=["jax"])["target"]["jax"]["tags"][0].endswith("/jax:latest")  # bake.testing
+    module = next(site.glob("*.py")).stem
+    try:
+        assert "stray" in {ep.name for ep in importlib.metadata.entry_points(group="bake_plan")}
+        assert "stray" in entry_point_names()
+        with pytest.raises(Exception, match="is defined twice"):
+            make_plan(PlanOptions(targets=("jax",), date=DATE))
+        assert plan_for(targets=["jax"])["target"]["jax"]["tags"][0].endswith("/jax:latest")  # bake.testing
+    finally:  # make_plugin's module names repeat from test to test: leave no module imported
+        sys.modules.pop(module, None)
 
 
 def test_a_test_run_with_a_stray_plugin_installed_still_passes(make_plugin, tmp_path):
