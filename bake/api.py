@@ -12,13 +12,14 @@ from typing import AbstractSet, Dict, FrozenSet, Optional, Sequence
 
 import pluggy
 
-from bake.errors import StageError
-from bake.plan.compose import WHEELHOUSE, Composition, PlanOptions, compose, ignores_lock, uses_named_context
+from bake.errors import StageError, UsageError
+from bake.plan import dockerfile
+from bake.plan.compose import (LOCKED_ARG, PIP_LOCK, WHEELHOUSE, Composition, PlanOptions, compose, ignores_lock,
+                               uses_named_context)
 from bake.plan.overrides import StageOverride, apply_overrides
 from bake.plan.plugins import Hooks, get_plugin_manager
 from bake.plan.render import to_hcl, to_json
 from bake.plan.stage import Stage
-from bake.plan.validate import is_context_url
 from bake.plan.variants import expand
 from bake.resources import template_path
 
@@ -43,6 +44,7 @@ def make_plan(
     pm: Optional[pluggy.PluginManager] = None,
     overrides: Sequence[StageOverride] = (),
     locks_dir: Optional[Path] = None,
+    targets_from: Optional[str] = None,
 ) -> Composition:
     """Collect every plugin's stages and compose the plan for ``options``.
 
@@ -55,6 +57,8 @@ def make_plan(
     :param locks_dir: make a locked plan (``--locked``): each requested stage's final target gets
         its lock from this directory as the ``pip-lock`` named context
         (:func:`bake.pip.lock.locked_contexts`, which checks the lock is current).
+    :param targets_from: where ``options.targets`` came from (``--target``, ``bake-plan.toml:
+        targets``): an unknown target's error line starts with it.
     :raises bake.errors.BakePlanError: bad input, with a one-line message naming the culprit.
     """
     from bake.pip.lock import check_lock_names
@@ -65,6 +69,8 @@ def make_plan(
     hooks = Hooks(pm if pm is not None else get_plugin_manager())
     stages = collect_stages(hooks, overrides, options.not_secret)
     check_lock_names(list(stages.values()))
+    if targets_from is not None:
+        _check_targets(stages, options.targets, targets_from)
     if options.wheelhouse is not None:
         options = dataclasses.replace(options, wheelhouse_users=wheelhouse_users(stages))
     composition = compose(stages, options, hooks)
@@ -93,20 +99,23 @@ def make_plan(
     return composition
 
 
-def dockerfile_text(stage: Stage) -> Optional[str]:
-    """The text of a stage's Dockerfile (inline, or ``dockerfile`` under a directory ``context``);
-    ``None`` when it cannot be read here (a remote context, a missing file)."""
-    if stage.dockerfile_inline is not None:
-        return stage.dockerfile_inline
-    path = Path(stage.dockerfile)
-    if not path.is_absolute():
-        if is_context_url(str(stage.context)):
-            return None
-        path = Path(stage.context) / path
+def _check_targets(stages: Dict[str, Stage], targets: Sequence[str], where: str) -> None:
+    """:raises UsageError: (or :class:`ConfigError` for a file's ``targets``) an unknown target,
+    the line led by ``where``: ``--target: unknown target 'x'; did you mean …``."""
+    from bake.plan.compose import resolve_targets
+    from bake.settings.values import error
+
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
+        resolve_targets(stages, targets)
+    except UsageError as err:  # resolve_targets' only error: an unknown name
+        raise error(where, str(err)) from None
+
+
+def dockerfile_text(stage: Stage) -> Optional[str]:
+    """The text of a stage's Dockerfile (inline, or ``dockerfile`` under a directory ``context``;
+    :func:`bake.plan.dockerfile.read`); ``None`` when it cannot be read here (a remote context, a
+    missing file)."""
+    return dockerfile.read(stage.context, stage.dockerfile, stage.dockerfile_inline)
 
 
 def wheelhouse_users(stages: Dict[str, Stage]) -> FrozenSet[str]:

@@ -16,7 +16,7 @@ import sys
 from typing import List, Optional, Sequence
 
 from bake import commands
-from bake.errors import BakePlanError, UsageError
+from bake.errors import BakePlanError, UsageError, did_you_mean
 from bake.output import claim_stdout, discard_stdout
 from bake.pip.sources import use_manifest
 from bake.plan.secrets import redact
@@ -48,15 +48,25 @@ def _settings_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--registry", help="registry/namespace for every image, e.g. localhost:5555/ci")
     parser.add_argument("--date", help="YYYY-MM-DD for nightly tags, or today, source-date-epoch, auto "
                                        "(default auto: SOURCE_DATE_EPOCH, else today in UTC)")
-    parser.add_argument("--base-image", action="append", default=[], metavar="ORIGINAL=REPLACEMENT",
-                        help="build FROM REPLACEMENT wherever a Dockerfile says FROM ORIGINAL (repeatable)")
+    _base_image_argument(parser)
     parser.add_argument("--cache-from-branch", metavar="BRANCH",
                         help="also read the cache refs of this branch (e.g. the default branch)")
+
+
+def _base_image_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--base-image", action="append", default=[], metavar="ORIGINAL=REPLACEMENT",
+                        help="build FROM REPLACEMENT wherever a Dockerfile says FROM ORIGINAL (repeatable)")
+
+
+def _not_secret_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--not-secret", action="append", default=[], metavar="NAME",
+                        help="an arg or label NAME that looks like a credential but is not one (repeatable)")
 
 
 def _plan_arguments() -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
     _settings_arguments(common)
+    _not_secret_argument(common)
     common.add_argument("--cache-branch", metavar="BRANCH",
                         help="write cache refs for this branch (<key>-<branch>) instead of the shared key")
     common.add_argument("--from-registry", action="store_true",
@@ -72,7 +82,10 @@ def _plan_arguments() -> argparse.ArgumentParser:
     common.add_argument("--secret", action="append", default=[], metavar="id=NAME,env=VAR|id=NAME,src=FILE",
                         help="a build secret every target may mount with RUN --mount=type=secret,id=NAME "
                              "(repeatable); the plan holds only the variable's name or the file's path")
-    common.add_argument("--format", choices=FORMATS, default="hcl", help="plan file format (default hcl)")
+    # No argparse default: without --format, -o's name picks it (bake.settings.values.plan_format).
+    common.add_argument("--format", choices=FORMATS,
+                        help="plan file format (default: json for -o NAME.json, else hcl); buildx reads "
+                             "NAME.hcl only as HCL and NAME.json only as JSON")
     common.add_argument("-o", "--output", help="plan file to write, or - for stdout "
                                                "(default docker-bake.hcl / docker-bake.json)")
     common.add_argument("--locked", action="store_true",
@@ -94,8 +107,6 @@ def _selection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--platform", action="append", default=[], metavar="P",
                         help="os/arch, e.g. linux/arm64 (repeatable; a comma list works too). "
                              "Default: every platform each stage supports. Exactly one makes a per-arch plan")
-    parser.add_argument("--not-secret", action="append", default=[], metavar="NAME",
-                        help="an arg or label NAME that looks like a credential but is not one (repeatable)")
 
 
 def _locks_dir_argument(parser) -> None:
@@ -116,6 +127,7 @@ def _lock_arguments() -> argparse.ArgumentParser:
                            "Default: the configuration's targets")
     lock.add_argument("--platform", action="append", default=[], metavar="P",
                       help="os/arch to lock for (repeatable); default: every platform the stage builds for")
+    _not_secret_argument(lock)
     _locks_dir_argument(lock)
     _sources_argument(lock)
     lock.add_argument("--python", default=None, metavar="PYTHON",
@@ -142,6 +154,7 @@ def _wheelhouse_arguments() -> argparse.ArgumentParser:
                         help="stage whose chain's wheels to fetch (repeatable). Default: the configuration's targets")
     parser.add_argument("--platform", action="append", default=[], metavar="P",
                         help="os/arch to fetch wheels for (repeatable); default: every platform the stage builds for")
+    _not_secret_argument(parser)
     parser.add_argument("-o", "--output", metavar="DIR",
                         help="the wheelhouse to fill (default: the configuration's wheelhouse, else ./wheelhouse)")
     parser.add_argument("--python-version", metavar="3.N",
@@ -175,6 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     publish = sub.add_parser("publish", help="merge per-arch images into multi-arch tags, only when every arch is there")
     _selection_arguments(publish)
+    _not_secret_argument(publish)
     publish.add_argument("--registry", help="registry/namespace the per-arch images were pushed to")
     publish.add_argument("--date", help="YYYY-MM-DD of the nightly tags (default: SOURCE_DATE_EPOCH, else today in UTC)")
     publish.add_argument("--metadata-bake-file", action="append", default=[], metavar="FILE",
@@ -187,6 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     matrix = sub.add_parser("matrix", help="print CI jobs (one per stage and arch) in dependency waves")
     _selection_arguments(matrix)
+    _not_secret_argument(matrix)
     matrix.add_argument("--format", choices=("github", "json"), default="github",
                         help="github: one line for $GITHUB_OUTPUT / strategy.matrix; json: indented")
     matrix.add_argument("--wave", type=int, metavar="N", help="only the jobs of wave N")
@@ -203,7 +218,10 @@ def build_parser() -> argparse.ArgumentParser:
     _config_argument(stages)
 
     graph = sub.add_parser("graph", help="draw the stage DAG of targets (Mermaid or Graphviz dot)")
-    _settings_arguments(graph)
+    # Only what changes the drawing: tags, dates and cache refs are not drawn.
+    _selection_arguments(graph)
+    _base_image_argument(graph)
+    _not_secret_argument(graph)
     graph.add_argument("--format", choices=GRAPH_FORMATS, default="mermaid",
                        help="mermaid (flowchart text), markdown (the same in a ```mermaid block, for "
                             "GitHub and $GITHUB_STEP_SUMMARY) or dot (Graphviz)")
@@ -218,12 +236,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    """Parse a command line; without a command, ``plan`` is meant. :raises UsageError: bad options."""
+    """Parse a command line; without a command (nothing, or an option first), ``plan`` is meant.
+
+    :raises UsageError: bad options, or a first word that is not a command
+        (``unknown command 'completion' (commands: plan, build, …)``).
+    """
     argv = list(argv)
-    # `bake-plan --target X` means `bake-plan plan --target X`.
-    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
+    # `bake-plan --target X` means `bake-plan plan --target X`; a bare word first must be a command.
+    if argv and argv[0] not in COMMANDS and not argv[0].startswith("-"):
+        raise UsageError(f"unknown command {argv[0]!r}{did_you_mean(argv[0], COMMANDS)} "
+                         f"(commands: {', '.join(COMMANDS)})")
+    implied = not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version"))
+    if implied:
         argv.insert(0, "plan")
-    return build_parser().parse_args(argv)
+    args, extra = build_parser().parse_known_args(argv)
+    if extra:  # name the command typed: `graph --date X` is an option graph does not take
+        raise UsageError(("" if implied else f"{args.command}: ") + f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 COMMAND_FUNCTIONS = {"plan": commands.plan, "build": commands.build, "publish": commands.publish,

@@ -38,7 +38,8 @@ def compose(settings: Settings, per_arch: bool = True) -> Composition:
 
         options = dataclasses.replace(options, wheelhouse=oci_layout(options.wheelhouse))
     pm = get_plugin_manager(blocked=settings.blocked_plugins)
-    composition = make_plan(options, pm, settings.stages, locks_dir=settings.locks_dir if settings.locked else None)
+    composition = make_plan(options, pm, settings.stages, locks_dir=settings.locks_dir if settings.locked else None,
+                            targets_from=settings.where("targets"))
     if settings.metadata_bake_files:
         from bake.plan.metadata import inherit, read_bake_files
 
@@ -126,6 +127,12 @@ def matrix(settings: Settings) -> int:
 
     entries = jobs(compose(settings))
     if settings.wave is not None:
+        waves = sorted({e["wave"] for e in entries})
+        if settings.wave not in waves:  # an empty matrix fails the GitHub job that reads it
+            from bake.errors import UsageError
+
+            have = f"waves {waves[0]}–{waves[-1]}" if len(waves) > 1 else f"only wave {waves[0]}"
+            raise UsageError(f"--wave {settings.wave}: the plan has {have}")
         entries = [e for e in entries if e["wave"] == settings.wave]
     out = {"include": entries}
     text = json.dumps(out, separators=(",", ":")) if settings.format == "github" else json.dumps(out, indent=2)

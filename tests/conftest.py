@@ -23,6 +23,49 @@ OLD_BUILDX_DEFAULT = "/var/tmp/bake-plan-engine/buildx-0.13/docker-buildx"
 CI = os.environ.get("CI") == "true"
 
 
+# --- only bake-plan's own plugins ---------------------------------------------------------------
+# Tests that plan with "the installed plugins" mean bake-plan's built-ins: a plugin someone
+# pip-installed into the test environment must not add stages, answer policies or fail the run.
+# Tests that want a plugin add it themselves (make_plugin, PYTHONPATH; bake.testing).
+
+
+def stray_plugins() -> list:
+    """Entry-point names of the installed ``bake_plan`` plugins that are not bake-plan's own."""
+    from bake.plan.plugins import entry_point_names
+
+    return sorted(set(entry_point_names()) - set(entry_point_names(builtin_only=True)))
+
+
+def pytest_configure(config):
+    """The CLI run in subprocesses blocks the stray plugins through the block list it reads
+    (``$BAKE_PLAN_PLUGINS_DISABLE``, :mod:`bake.settings.merge`); set before collection, so a
+    test module's copy of the environment has it too."""
+    from bake.settings.merge import ENV_PLUGINS_DISABLE
+
+    strays = stray_plugins()
+    if strays:
+        listed = [n for n in os.environ.get(ENV_PLUGINS_DISABLE, "").split(",") if n.strip()]
+        os.environ[ENV_PLUGINS_DISABLE] = ",".join(dict.fromkeys([*listed, *strays]))
+
+
+@pytest.fixture(scope="session")
+def builtin_entry_point_names() -> frozenset:
+    from bake.plan.plugins import entry_point_names
+
+    return frozenset(entry_point_names(builtin_only=True))
+
+
+@pytest.fixture(autouse=True)
+def only_builtin_plugins(monkeypatch, builtin_entry_point_names):
+    """In this process, plugin managers built from entry points (``make_plan(options)``,
+    ``get_plugin_manager()``) find only bake-plan's own."""
+    from bake.plan import plugins
+
+    installed = plugins._entry_points
+    monkeypatch.setattr(plugins, "_entry_points",
+                        lambda: [ep for ep in installed() if ep.name in builtin_entry_point_names])
+
+
 def _missing(what: str):
     if CI:
         pytest.fail(f"{what} is required under CI=true (run scripts/test-engine install-buildx)")

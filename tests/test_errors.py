@@ -56,7 +56,7 @@ def test_unknown_target_names_the_nearest(cli, tmp_path):
     (["--format", "yaml"], "invalid choice: 'yaml'"),
     (["--frobnicate"], "unrecognized arguments: --frobnicate"),
     (["matrix", "--wave", "one"], "invalid int value: 'one'"),
-    (["unknown-command"], "unrecognized arguments"),
+    (["unknown-command"], "unknown command 'unknown-command' (commands: plan, build,"),
 ], ids=["format", "unknown-option", "wave-not-a-number", "unknown-command"])
 def test_bad_option(cli, tmp_path, args, needle):
     if args[0] == "matrix":

@@ -133,7 +133,7 @@ def test_graphviz_accepts_the_dot(tmp_path):
 
 
 def test_cli_graph_writes_a_file_or_stdout(cli, tmp_path):
-    out = cli("graph", "--target", "upstream-pax", "--date", "2026-11-29", cwd=tmp_path, check=True).stdout
+    out = cli("graph", "--target", "upstream-pax", cwd=tmp_path, check=True).stdout
     assert out == to_mermaid(composition("upstream-pax"))
     cli("graph", "--target", "jax", "--format", "dot", "-o", "g.dot", cwd=tmp_path, check=True)
     assert (tmp_path / "g.dot").read_text().startswith('digraph "bake-plan"')

@@ -12,6 +12,7 @@ from typing import Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
 from bake.errors import PluginError, StageError, UsageError, did_you_mean
 from bake.plan.checks import check_plan
+from bake.plan.dockerfile import instructions
 from bake.plan.names import (
     arch_of,
     check_repository,
@@ -170,8 +171,9 @@ LOCKED_ARG = "BAKE_PIP_LOCKED"
 
 
 def _instructions(dockerfile: str) -> str:
-    """A Dockerfile's text without its comment lines (the patterns here never match a comment)."""
-    return "\n".join(line for line in dockerfile.splitlines() if not line.lstrip().startswith("#"))
+    """A Dockerfile's instructions, one a line (:func:`bake.plan.dockerfile.instructions`: comments
+    dropped, continued lines joined), for the patterns here."""
+    return "\n".join(instructions(dockerfile))
 
 
 def ignores_lock(dockerfile: str) -> Optional[str]:

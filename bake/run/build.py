@@ -158,12 +158,15 @@ def run_build(
         were being read. A
         failed or interrupted build still writes all three files, naming the failing target.
     :raises bake.run.engine.EngineError: the engine cannot be reached (nothing was built).
+    :raises bake.errors.UsageError: ``builder`` is not a buildx builder (nothing was built).
     :raises bake.errors.RunError: the build ran but a report could not be written.
     """
     if not engine.engine_reachable():
         host = os.environ.get("DOCKER_HOST", "the default socket")
         raise engine.EngineError(f"cannot reach a Docker engine at {host} (is dockerd running? is DOCKER_HOST right?)")
     engine.require_buildx(composition.plan, engine.buildx_version())
+    if builder is not None:
+        engine.check_builder(builder)
     reports.drop_stale_metadata()
     built = composition.plan["group"][DEFAULT_GROUP]["targets"]
     run = engine.bake(plan_file, [DEFAULT_GROUP], reports.metadata_file, push=push, pull=pull, load=load, builder=builder,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from bake.errors import BakePlanError, RunError
+from bake.errors import BakePlanError, RunError, UsageError
 from bake.run.progress import ProgressReader, last_text_line
 
 
@@ -321,6 +321,26 @@ def engine_reachable() -> bool:
         return False
     except ClientNotFoundError as err:
         raise EngineError(f"the docker CLI was not found: {err}") from None
+
+
+def check_builder(name: str) -> None:
+    """That ``name`` is a buildx builder ``docker buildx bake --builder NAME`` would find
+    (``docker buildx inspect NAME``: a builder instance or a Docker context).
+
+    :raises bake.errors.UsageError: there is none of that name (exit 2, nothing was built), naming
+        ``--builder`` and the builders there are.
+    """
+    from python_on_whales import DockerException, docker
+
+    try:
+        docker.buildx.inspect(name)
+    except DockerException as err:
+        try:
+            known = ", ".join(b.name for b in docker.buildx.list())
+        except DockerException:
+            known = ""
+        why = _last_line(err) or f"no builder {name!r}"
+        raise UsageError(f"--builder {name!r}: {why}" + (f" (builders: {known})" if known else "")) from None
 
 
 def _last_line(err) -> str:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import re
 import urllib.parse
-from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Set
 
+from bake.plan import dockerfile
 from bake.plan.secrets import redact
 
 PASS, FAIL, NOT_BUILT, INTERRUPTED = "pass", "fail", "not built", "interrupted"
@@ -52,24 +52,12 @@ def step_owner(plan: dict, label: str, stage: Optional[str], instruction: str = 
 
 
 def _instructions(target: dict) -> List["re.Pattern[str]"]:
-    """Patterns of a target's Dockerfile instructions (continuation lines joined, ``${…}`` and
-    ``$NAME`` as wildcards); empty when the Dockerfile cannot be read."""
-    text = target.get("dockerfile-inline")
-    if text is None:
-        context = target.get("context", "")
-        try:
-            text = (Path(context) / target.get("dockerfile", "Dockerfile")).read_text(encoding="utf-8", errors="replace")
-        except (OSError, ValueError):
-            return []
-    joined = re.sub(r"\\[ \t]*\r?\n", " ", text)
-    out = []
-    for line in joined.splitlines():
-        line = " ".join(line.split())
-        if not line or line.startswith("#"):
-            continue
-        parts = _ARG_REF.split(line)
-        out.append(re.compile(".*?".join(re.escape(p) for p in parts) + r"\Z", re.IGNORECASE | re.DOTALL))
-    return out
+    """Patterns of a target's Dockerfile instructions (:func:`bake.plan.dockerfile.instructions`),
+    ``${…}`` and ``$NAME`` as wildcards; empty when the Dockerfile cannot be read."""
+    text = dockerfile.read(target.get("context", ""), target.get("dockerfile", "Dockerfile"),
+                           target.get("dockerfile-inline"))
+    return [re.compile(".*?".join(re.escape(p) for p in _ARG_REF.split(line)) + r"\Z", re.IGNORECASE | re.DOTALL)
+            for line in dockerfile.instructions(text or "")]
 
 
 _ARG_REF = re.compile(r"\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*")

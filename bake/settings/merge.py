@@ -67,6 +67,24 @@ TARGET_COMMANDS = ("plan", "build", "publish", "matrix", "lock", "graph", "wheel
 WHEELHOUSE_COMMANDS = ("plan", "build")
 """Commands whose plan sends the wheelhouse (``--wheelhouse``, ``wheelhouse = "DIR"``) to the build."""
 
+ENV_PLUGINS_DISABLE = "BAKE_PLAN_PLUGINS_DISABLE"
+"""An environment variable naming installed plugins not to load (a comma list of entry-point
+names), added to ``plugins.disable``: one environment (a CI job, a test run) can keep out a
+plugin installed beside bake-plan without a configuration file (tox's block list, likewise)."""
+
+_NOT_EMPTY = {  # argparse dest → (the option, what an empty value is): "" is a mistake, not "not given"
+    "output": ("-o", "empty path"), "config": ("--config", "empty path"), "sources": ("--sources", "empty path"),
+    "metadata_file": ("--metadata-file", "empty path"), "sitrep_dir": ("--sitrep-dir", "empty path"),
+    "locks_dir": ("--locks-dir", "empty path"), "parent_report": ("--parent-report", "empty path"),
+    "metadata_bake_file": ("--metadata-bake-file", "empty path"), "python": ("--python", "empty interpreter"),
+    "builder": ("--builder", "empty builder name"), "not_secret": ("--not-secret", "empty name"),
+    "names": ("bump", "empty source name"), "index_url": ("--index-url", "empty URL"),
+    "extra_index_url": ("--extra-index-url", "empty URL"), "find_links": ("--find-links", "empty URL"),
+    "trusted_host": ("--trusted-host", "empty host"),
+}
+"""Options whose empty value would otherwise pass for "not given" (the default) or reach pip as is;
+the options with a parser of their own (``--registry``, ``--date``…) refuse it there."""
+
 _PIP_OPTIONS = (("index_url", "--index-url"), ("extra_index_url", "--extra-index-url"),
                 ("find_links", "--find-links"), ("no_index", "--no-index"), ("trusted_host", "--trusted-host"))
 
@@ -139,6 +157,15 @@ class Settings:
     wheelhouse: Optional[str] = None
     python_version: Optional[str] = None
 
+    def where(self, key: str) -> str:
+        """Where a configuration key's value came from, as an error line names it: its flag
+        (``--target``), ``env VAR``, or the file and key (``bake-plan.toml: targets``,
+        ``pyproject.toml: [tool.bake-plan] targets``); the bare key for a default."""
+        source = self.provenance[key].source
+        if self.file is not None and source.startswith(self.file.name):
+            return _file_where(self.file, key)
+        return key if source == DEFAULT else source
+
     def __getitem__(self, key: str) -> Any:
         """A merged configuration value by its key (``registry``, ``plugins.enable``…)."""
         return self.provenance[key].value
@@ -167,11 +194,13 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
     :raises ConfigError: a bad configuration file or value in it.
     """
     flag = given.get
+    _refuse_empty(given)
     sources = values.existing_file(flag("sources"), "--sources", "the sources manifest") if flag("sources") else None
     if command == "build" and flag("output") == "-":
         raise UsageError("build needs a plan file: -o - is for `bake-plan plan`")
     file = load(flag("config"))
     provenance = _merge(file, given)
+    _disable_from_environment(provenance, environ)
     stages = _overrides(file)
     if command == "bump":
         return Settings(command, provenance, file, sources=sources, names=tuple(flag("names") or ()))
@@ -204,6 +233,9 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
     if wheelhouse is not None and command in WHEELHOUSE_COMMANDS:
         source = provenance["wheelhouse"].source
         wheelhouse = values.existing_wheelhouse(wheelhouse, source if source.startswith("--") else f"{source}: wheelhouse")
+    output, fmt = flag("output"), flag("format")
+    if command in ("plan", "build"):
+        fmt = values.plan_format(output, fmt, "-o")
     cache_branch = flag("cache_branch")
     blocked = ()
     if command in TARGET_COMMANDS or command == "stages":
@@ -216,9 +248,9 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
         blocked_plugins=blocked, not_secret=frozenset(flag("not_secret") or ()),
         cache_branch=values.branch(cache_branch, "--cache-branch") if cache_branch is not None else None,
         from_registry=bool(flag("from_registry")), digests=digests, parents=parents, secrets=secrets,
-        metadata_bake_files=tuple(flag("metadata_bake_file") or ()), format=flag("format") or "hcl",
-        output=values.wheelhouse_output(flag("output")) if command == "wheelhouse" and flag("output") is not None
-        else flag("output"), locked=bool(flag("locked")),
+        metadata_bake_files=tuple(flag("metadata_bake_file") or ()), format=fmt or "hcl",
+        output=values.wheelhouse_output(output) if command == "wheelhouse" and output is not None
+        else output, locked=bool(flag("locked")),
         locks_dir=values.locks_dir(flag("locks_dir"), must_exist=bool(flag("locked")) or command == "wheelhouse")
         if flag("locks_dir") is not None else Path("locks"),
         sources=sources,
@@ -242,7 +274,7 @@ def _merge(file: Optional[FileConfig], given: Mapping[str, Any]) -> Dict[str, Se
                 for sub, listed in value.items():
                     merged[f"plugins.{sub}"] = Setting(values.names(listed), file.where("plugins"))
             elif key != "stages":
-                where = f"{file.name}: [{file.table}] {key}" if file.table else f"{file.name}: {key}"
+                where = _file_where(file, key)
                 base = file.path.resolve().parent if key == "wheelhouse" else None
                 merged[key] = Setting(_parse(key, value, where, base), file.where())
     for key, dest in _FLAG_VALUES.items():
@@ -271,8 +303,35 @@ def _parse(key: str, value: Any, where: str, base: Optional[Path] = None) -> Any
     if key == "cache-from-branch":
         return values.branch(value, where)
     if key in ("targets", "metadata-targets"):
-        return values.names(value)
+        return values.names(value, where, "target name")
     return value
+
+
+def _file_where(file: FileConfig, key: str) -> str:
+    """How an error names a key of the configuration file: ``bake-plan.toml: targets``."""
+    return f"{file.name}: [{file.table}] {key}" if file.table else f"{file.name}: {key}"
+
+
+def _refuse_empty(given: Mapping[str, Any]) -> None:
+    """:raises UsageError: an option of :data:`_NOT_EMPTY` given as the empty string (``-o ''``),
+    naming the option: one line, ``-o: empty path``."""
+    for dest, (option, what) in _NOT_EMPTY.items():
+        value = given.get(dest)
+        if value == "" or (isinstance(value, (list, tuple)) and any(v == "" for v in value)):
+            raise UsageError(f"{option}: {what}")
+
+
+def _disable_from_environment(provenance: Dict[str, Setting], environ: Mapping[str, str]) -> None:
+    """Add the plugins named by ``$BAKE_PLAN_PLUGINS_DISABLE`` to ``plugins.disable`` (an empty or
+    unset variable adds none). :raises UsageError: an empty name in the list."""
+    listed = environ.get(ENV_PLUGINS_DISABLE, "")
+    if not listed.strip():
+        return
+    where = f"env {ENV_PLUGINS_DISABLE}"
+    added = values.names([listed], where, "plugin name")
+    current = provenance["plugins.disable"]
+    source = where if current.source == DEFAULT else f"{current.source} + {where}"
+    provenance["plugins.disable"] = Setting(tuple(dict.fromkeys((*current.value, *added))), source)
 
 
 def _overrides(file: Optional[FileConfig]) -> Tuple[StageOverride, ...]:

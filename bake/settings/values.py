@@ -71,9 +71,22 @@ def platforms(values: Sequence[str], where: str) -> Tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def names(values: Sequence[str]) -> Tuple[str, ...]:
-    """Stage, target or plugin names: comma lists split, blanks dropped, first order kept."""
-    return tuple(dict.fromkeys(n.strip() for v in values for n in v.split(",") if n.strip()))
+def names(values: Sequence[str], where: Optional[str] = None, what: str = "name") -> Tuple[str, ...]:
+    """Stage, target or plugin names: comma lists split, each name stripped, first order kept.
+
+    :param where: where the names came from (``--target``, ``bake-plan.toml: targets``): an empty
+        name (``--target ''``, ``--target a,,b``) is then an error naming it, ``empty <what>``
+        (an empty ``--target`` is a mistake, not "no target"). Without it, empty names are dropped.
+    :raises UsageError: (a flag, the environment) or :class:`ConfigError` (a file): an empty name.
+    """
+    out = []
+    for value in values:
+        for name in value.split(","):
+            if name.strip():
+                out.append(name.strip())
+            elif where is not None:
+                raise error(where, f"empty {what}" + (f" in {value!r}" if value.strip() else ""))
+    return tuple(dict.fromkeys(out))
 
 
 EPOCH_DAY = datetime.date(1970, 1, 1)
@@ -385,3 +398,33 @@ def parent_digests(path: str, where: str = "--parent-report") -> Dict[str, Paren
             repositories=tuple(dict.fromkeys(repositories)), outcome=outcome if isinstance(outcome, str) else None,
         )
     return out
+
+
+_BUILDX_READS_AS = {".hcl": "hcl", ".json": "json", ".yml": "compose", ".yaml": "compose"}
+"""File-name endings buildx picks its parser by (``bake.ParseFiles``; the ending's case counts):
+only that parser reads the file. Any other name is tried as each format in turn."""
+
+_FORMAT_WORDS = {"hcl": "HCL", "json": "JSON", "compose": "a Compose file"}
+
+
+def plan_format(path: Optional[str], fmt: Optional[str], where: str = "-o") -> str:
+    """The format (``hcl`` or ``json``) to write the plan file ``path`` in, so that
+    ``docker buildx bake -f`` reads it: buildx reads ``x.hcl`` only as HCL, ``x.json`` only as
+    JSON and ``x.yml``/``x.yaml`` as a Compose file; other names (``plan``, ``x.txt``, ``-``,
+    ``/dev/stdout``) either way.
+
+    :param path: ``-o`` (``None``: the default file of the format).
+    :param fmt: ``--format`` when given; else the format is the one ``path``'s ending names
+        (``-o plan.json`` writes JSON), else ``hcl``.
+    :raises UsageError: ``path`` makes buildx read the plan as another format than ``fmt``, or as
+        a Compose file, naming ``where``.
+    """
+    ending = os.path.splitext(path or "")[1]
+    reads_as = _BUILDX_READS_AS.get(ending)
+    if fmt is None:
+        fmt = reads_as if reads_as in ("hcl", "json") else "hcl"
+    if reads_as is None or reads_as == fmt:
+        return fmt
+    fix = f"name it {path[: -len(ending)]}.{fmt}" + (f" or pass --format {reads_as}" if reads_as != "compose" else "")
+    raise UsageError(f"{where} {path}: buildx reads a file ending in {ending} as {_FORMAT_WORDS[reads_as]}, "
+                     f"but --format {fmt} writes {_FORMAT_WORDS[fmt]} ({fix})")

@@ -1,0 +1,79 @@
+"""The one reader of a Dockerfile's instructions, for every check that looks inside one: the named
+contexts a stage uses (:func:`bake.plan.compose.uses_named_context`, ``--wheelhouse``,
+``--locked``) and which target a failing build step belongs to (:mod:`bake.run.sitrep`).
+
+It reads as BuildKit's Dockerfile parser does, as far as those checks need: parser directives
+(``# escape=```) only before anything else, comment lines dropped (inside a continued instruction
+too), a line ending in the escape character continued by the next one (joined as they are, no
+space added), blank lines skipped (also inside a continued instruction).
+Heredoc bodies are not told apart from instructions.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import List, Optional, Union
+
+from bake.plan.validate import is_context_url
+
+_DIRECTIVE = re.compile(r"#\s*(syntax|escape|check)\s*=\s*(\S+)\s*\Z", re.IGNORECASE)
+"""A parser directive BuildKit knows; any other line ends the directives."""
+
+
+def read(context: Union[str, Path, None], dockerfile: Optional[str] = "Dockerfile",
+         inline: Optional[str] = None) -> Optional[str]:
+    """The text of a Dockerfile as bake names it: ``inline`` (``dockerfile-inline``) when given,
+    else ``dockerfile`` (default ``Dockerfile``) under the local directory ``context`` (an absolute
+    ``dockerfile`` stands alone).
+
+    :returns: the text (undecodable bytes replaced), or ``None`` when it cannot be read here: a
+        remote context (a git or HTTP URL), no such file, or not a file.
+    """
+    if inline is not None:
+        return inline
+    path = Path(dockerfile or "Dockerfile")
+    if not path.is_absolute():
+        if context is None or is_context_url(str(context)):
+            return None
+        path = Path(context) / path
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except (OSError, ValueError):  # ValueError: a NUL in the path
+        return None
+
+
+def instructions(text: str) -> List[str]:
+    """A Dockerfile's instructions, one string each: continued lines joined as BuildKit joins them
+    (the escape character dropped, nothing added), whitespace runs made one space, comments, blank
+    lines and parser directives left out.
+
+    ``FROM  base \\⏎  AS  wheelhouse`` → ``["FROM base AS wheelhouse"]``.
+    """
+    lines = text.splitlines()
+    escape = "\\"
+    start = 0
+    for start, line in enumerate(lines):  # parser directives: only at the very top
+        match = _DIRECTIVE.match(line.strip())
+        if not match:
+            break
+        if match.group(1).lower() == "escape" and match.group(2) in ("\\", "`"):
+            escape = match.group(2)
+    else:
+        start = len(lines)
+    out: List[str] = []
+    pending: List[str] = []
+    for line in lines[start:]:
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):  # also between the lines of one instruction
+            continue
+        body = line.rstrip()
+        if body.endswith(escape):  # continued: BuildKit joins the lines as they are, no space added
+            pending.append(body[: -len(escape)])
+            continue
+        pending.append(body)
+        out.append(" ".join("".join(pending).split()))
+        pending = []
+    if pending and "".join(pending).strip():  # the file ends inside a continued instruction
+        out.append(" ".join("".join(pending).split()))
+    return out
