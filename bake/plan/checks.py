@@ -23,6 +23,7 @@ from bake.plan.secrets import (
     walk_strings,
 )
 from bake.plan.stage import Stage
+from bake.plan.text import NUL, describe
 
 _SCALARS = (str, bool, int, float)
 
@@ -40,6 +41,8 @@ def check_target(stage: Stage, name: str, target: dict, not_secret: AbstractSet[
         _check_shape(where, key, value)
     strings = list(walk_strings(target))
     for path, text in strings:
+        if NUL in text:  # no build arg, label, path or file can carry one (issue 14)
+            raise StageError(f"{where}, {path}: holds {describe(NUL)}, which nothing a build reads can carry")
         if text.isascii():  # ASCII is valid UTF-8 and already NFC
             continue
         try:
