@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Optional, Set, Tuple
 
-from bake.errors import StageError
+from bake.errors import PluginError, StageError
 from bake.plan.names import (
     check_image_name,
     check_platform,
@@ -62,6 +62,9 @@ def validate(stage: object, plugin: str, checked_contexts: Optional[Set[Tuple[st
             f"plugin '{plugin}': bake_plan_stages returned {type(stage).__name__} {stage!r:.60}, "
             "expected bake.Stage objects"
         )
+    fault = control_fault(plugin, allow="") if isinstance(plugin, str) else None
+    if fault:  # every message and the `stages` listing name the plugin: printable text only
+        raise PluginError(f"plugin {plugin!r}: its entry-point name holds {fault}; name it in printable text")
     where = f"plugin '{plugin}', stage '{getattr(stage, 'name', '?')}'"
 
     def fail(fld: str, msg: str) -> StageError:
@@ -214,6 +217,11 @@ def _check_str(stage, fld, fail, optional):
         return
     if not isinstance(value, str) or not value:
         raise fail(fld, f"expected a non-empty string, got {type(value).__name__} {value!r:.40}")
+    # Names, paths and references are one line of printable text (an inline Dockerfile is any
+    # text a bake file carries: bake.plan.checks refuses only a NUL in it).
+    fault = None if fld == "dockerfile_inline" else control_fault(value, allow="")
+    if fault:
+        raise fail(fld, f"{value!r:.60} holds {fault}")
 
 
 def _check_mapping(stage, fld, fail, key_re):
