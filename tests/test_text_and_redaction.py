@@ -207,6 +207,15 @@ def test_a_plugin_name_with_terminal_controls_is_refused_before_the_stages_listi
     assert_no_raw_controls(proc.stdout, proc.stderr)
 
 
+@pytest.mark.parametrize("field, value", [("parent", "ja\x1b[2Kx"), ("image", "odd\u202e"), ("dockerfile", "Docker\x0cfile")])
+def test_a_name_like_stage_field_with_a_control_character_is_refused(cli, make_plugin, tmp_path, field, value):
+    site = _plugin(make_plugin, f"    fields[{field!r}] = {value!r}", name="names")
+    proc = cli("stages", cwd=tmp_path, pythonpath=[site])
+    assert_one_line_error(proc, f"bake-plan: error: plugin 'names', stage 'odd', field '{field}': {value!r} holds "
+                                f"{control_fault(value, allow='')}")
+    assert_no_raw_controls(proc.stdout, proc.stderr)
+
+
 def test_config_output_is_valid_toml_with_every_control_character_escaped(cli, tmp_path):
     value = "a\x7fb\x1b[2Kc\x85d\u2028e\"f\\g\th"
     (tmp_path / "bake-plan.toml").write_text(
