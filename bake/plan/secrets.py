@@ -110,16 +110,19 @@ def credential_value(value: str) -> Optional[str]:
     return None
 
 
-def _known_parts(known: Iterable[str]) -> list:
-    """The strings to redact for ``known`` secret values: each value, and each line of a
-    multi-line one (a key file a step prints comes out one line at a time), longest first, none
-    shorter than 8 characters."""
+@lru_cache(maxsize=8)  # one build redacts every console line with the same values
+def _known_pattern(known: Tuple[str, ...]) -> "Optional[re.Pattern[str]]":
+    """What to redact for ``known`` secret values: each value, and each line of a multi-line one
+    (a key file a step prints comes out one line at a time), longest first, none shorter than 8
+    characters; ``None`` when nothing is left."""
     parts = set()
     for value in known:
         for part in (value, *(line.strip() for line in value.splitlines())):
             if len(part) >= _MIN_KNOWN_VALUE:
                 parts.add(part)
-    return sorted(parts, key=len, reverse=True)
+    if not parts:
+        return None
+    return re.compile("|".join(re.escape(p) for p in sorted(parts, key=len, reverse=True)))
 
 
 def redact(text: str, known: Iterable[str] = ()) -> str:
@@ -131,8 +134,9 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
     sitrep files and step summary, ``config`` output go through it (``docs/security.md``, "One
     redaction for every output").
     """
-    for value in _known_parts(known):
-        text = text.replace(value, "<redacted>")
+    known_pattern = _known_pattern(tuple(v for v in known if v))
+    if known_pattern is not None:
+        text = known_pattern.sub("<redacted>", text)
     if not _ANY_TOKEN.search(text) and not ("://" in text and "@" in text):
         return text
     for _, pattern in VALUE_PATTERNS:

@@ -55,7 +55,10 @@ def validate(stage: object, plugin: str, checked_contexts: Optional[Set[Tuple[st
         calls of one collection so that stages sharing a context do not look it up again; each
         pair this call finds is added.
     :returns: the stage with ``plugin`` set and sequences normalised to tuples.
-    :raises StageError: one line naming the plugin, the stage and the field that is wrong.
+    :raises StageError: one line naming the plugin, the stage and the field that is wrong
+        (a requirement line, a source's URL or ref, a name-like field holding a line break or
+        control character: :mod:`bake.plan.text`).
+    :raises PluginError: the plugin's entry-point name holds a control character.
     """
     if not isinstance(stage, Stage):
         raise StageError(
