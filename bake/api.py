@@ -14,8 +14,7 @@ import pluggy
 
 from bake.errors import StageError, UsageError
 from bake.plan import dockerfile
-from bake.plan.compose import (LOCKED_ARG, PIP_LOCK, WHEELHOUSE, Composition, PlanOptions, compose, ignores_lock,
-                               uses_named_context)
+from bake.plan.compose import WHEELHOUSE, Composition, PlanOptions, compose, ignores_lock, uses_named_context
 from bake.plan.overrides import StageOverride, apply_overrides
 from bake.plan.plugins import Hooks, get_plugin_manager
 from bake.plan.render import to_hcl, to_json

@@ -6,7 +6,8 @@ The core raises :class:`bake.errors.BakePlanError`; only this module prints and 
 statuses (``docs/errors.md``): 0 success; 1 the work started and failed (a build, a push, a
 publish: the sitrep or the output says what, and a rerun finishes it) or requirements that
 conflict; 2 bad input or no engine to run on (one line on stderr, no traceback, no file written).
-Error lines never show a credential: they go through :func:`bake.plan.secrets.redact`.
+Error lines never show a credential or a raw control character: they go through
+:func:`bake.plan.secrets.redact` and :func:`bake.plan.text.printable`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from bake import commands
 from bake.errors import BakePlanError, UsageError, did_you_mean
 from bake.output import claim_stdout, discard_stdout
 from bake.pip.sources import use_manifest
-from bake.plan.secrets import redact
+from bake.plan.secrets import redact, shown
+from bake.plan.text import one_line
 from bake.settings import values
 from bake.settings.merge import gather
 from bake.version import __version__
@@ -283,9 +285,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         return COMMAND_FUNCTIONS[settings.command](settings)
     except BakePlanError as err:
         known = _known_secrets(given)
-        print(f"bake-plan: error: {redact(' '.join(str(err).split()), known)}", file=sys.stderr)
+        print(f"bake-plan: error: {one_line(redact(str(err), known))}", file=sys.stderr)
         for detail in err.details:
-            print(f"  {redact(detail, known)}", file=sys.stderr)
+            print(f"  {shown(detail, known)}", file=sys.stderr)
         return err.exit_status
     except KeyboardInterrupt:
         print("bake-plan: interrupted", file=sys.stderr)
@@ -295,7 +297,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 1
     except OSError as err:  # stdout on a full disk (/dev/full), a vanished directory, ...
         where = f" {err.filename}" if err.filename else " the output"
-        print(f"bake-plan: error: cannot write{where}: {err.strerror or err}", file=sys.stderr)
+        print(f"bake-plan: error: cannot write{shown(where)}: {err.strerror or err}", file=sys.stderr)
         discard_stdout()  # no second failure at exit
         return 2
 

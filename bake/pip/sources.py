@@ -38,7 +38,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 from bake.documents import DocumentError, parse_toml, read_text
 from bake.errors import SourcesError
 from bake.output import write_atomic
+from bake.plan.secrets import redact
 from bake.plan.stage import SOURCE_MODES, Source
+from bake.plan.text import control_fault
 from bake.resources import stages_dir
 
 MANIFEST_ENV = "BAKE_PLAN_SOURCES"
@@ -51,7 +53,6 @@ PLACEHOLDER = "0" * 40
 PATCH_DIR = "/opt/bake-patches"
 """Where a stage's Dockerfile mounts the ``patches`` named context for ``bake-fetch-source``."""
 _COMMIT = re.compile(r"[0-9a-f]{40}\Z")
-_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/@]*:[^/@]*@")
 _PATCH_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*\Z")
 _TABLE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*\Z")
 _override: Optional[Path] = None
@@ -179,19 +180,25 @@ def _check_entry(key: str, table, where: str, base_dir: Optional[str]) -> Manife
     unknown = sorted(set(table) - set(KEYS) - set(OPTIONAL_KEYS))
     if unknown:
         raise SourcesError(f"{here}: unknown key {unknown[0]!r} (known: {', '.join(KEYS + OPTIONAL_KEYS)})")
+    for k in ("url", "mirror_url"):  # before anything shows the value: it may hold a token
+        if k in table and isinstance(table[k], str) and _userinfo(table[k]):
+            raise SourcesError(f"{here}: {k} carries {_userinfo(table[k])} before '@'; plans pass it as a "
+                               "build arg (URLREF_*), which ends up in the image's metadata, so leave "
+                               "credentials to git (a credential helper or an SSH key)")
     for k in KEYS + ("mirror_url",):
         if k not in table:
             continue
         value = table[k]
-        if not isinstance(value, str) or not value or any(c in value for c in "#\n\r \t"):
+        if not isinstance(value, str) or not value:
+            raise SourcesError(f"{here}: {k} {value!r} must be a non-empty string")
+        fault = control_fault(value, allow="")
+        if fault:
+            raise SourcesError(f"{here}: {k} {value!r} holds {fault}; it must be one line of text")
+        if "#" in value or any(c.isspace() for c in value):
             raise SourcesError(f"{here}: {k} {value!r} must be a non-empty string without '#' or spaces")
     for k in ("url", "mirror_url", "tracking_ref"):
         if k in table and table[k].startswith("-"):  # git would read it as an option
             raise SourcesError(f"{here}: {k} {table[k]!r} starts with '-': git would take it for an option")
-    for k in ("url", "mirror_url"):
-        if k in table and _USERINFO.match(table[k]):
-            raise SourcesError(f"{here}: {k} carries credentials (user:password@); plans pass it as a build "
-                               "arg, so leave them to git (a credential helper or an SSH key)")
     if not _COMMIT.match(table["commit"]):
         raise SourcesError(f"{here}: commit {table['commit']!r} is not a 40-hex commit (run `bake-plan bump {key}`)")
     if table["mode"] not in SOURCE_MODES:
@@ -200,6 +207,22 @@ def _check_entry(key: str, table, where: str, base_dir: Optional[str]) -> Manife
     return ManifestSource(key=key, url=table["url"], tracking_ref=table["tracking_ref"],
                           commit=table["commit"], mode=table["mode"], mirror_url=table.get("mirror_url"),
                           patches=patches, base_dir=base_dir)
+
+
+_SSH_SCHEMES = ("ssh", "git+ssh", "ssh+git")
+
+
+def _userinfo(url: str) -> Optional[str]:
+    """What a manifest URL carries before ``@`` that a plan must not: ``"credentials (a password,
+    or a token as its user name)"`` (:func:`bake.plan.secrets.redact`'s rule), or any user name
+    other than an SSH login (``ssh://git@host/x.git``); ``None`` for none. scp-like
+    ``git@host:path`` has no scheme and is a login."""
+    if redact(url) != url:
+        return "credentials (a password, or a token as its user name)"
+    scheme, sep, rest = url.partition("://")
+    if sep and "@" in re.split(r"[/?#]", rest, 1)[0] and scheme.lower() not in _SSH_SCHEMES:
+        return "a user name"
+    return None
 
 
 _cache: Dict[Tuple[str, int, int], Dict[str, ManifestSource]] = {}

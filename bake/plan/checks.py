@@ -84,6 +84,7 @@ GROUP_ATTRIBUTES: Mapping[str, str] = {"targets": "strs", "description": "str"}
 
 PLAN_BLOCKS = ("group", "target")
 """The top-level keys of a plan (buildx's JSON shape); bake-plan's plans declare no ``variable``."""
+from bake.plan.text import NUL, describe
 
 _SCALARS = (str, bool, int, float)
 _ARG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")  # a Dockerfile ARG can only read such a name
@@ -184,6 +185,9 @@ def _check_target(stage: Stage, name: str, target: dict, culprit: Culprit, not_s
             raise PluginError(f"{where(attr)}, {attr}: missing; {without}")
     strings = list(walk_strings(target))
     for path, text in strings:
+        if NUL in text:  # no build arg, label, path or file can carry one (issue 14)
+            attr, key = _path_parts(path)
+            raise StageError(f"{where(attr, key)}, {path}: holds {describe(NUL)}, which nothing a build reads can carry")
         if text.isascii():  # ASCII is valid UTF-8 and already NFC
             continue
         why = check_text(text)

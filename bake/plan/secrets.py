@@ -9,7 +9,8 @@ only for that step.
 
 bake-plan refuses an arg or label that looks like a credential, by its name
 (:func:`credential_name`) or its value (:func:`credential_value`); ``docs/security.md`` lists the
-patterns. Error lines never repeat a credential (:func:`redact`).
+patterns. Nothing bake-plan shows or writes repeats a credential (:func:`redact`, the one
+redaction every output goes through).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Optional, Tuple
+
+from bake.plan.text import line_fault, printable
 
 _SECRET_ID = re.compile(r"[A-Za-z0-9_.-]+\Z")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -36,10 +39,20 @@ _NAME_SUBSTRINGS = ("password", "passwd", "passphrase", "credential", "apikey", 
 _KEY_QUALIFIERS = ("api", "private", "access", "secret", "signing", "client", "deploy", "ssh", "encryption", "auth")
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
+# A URL's userinfo (scheme://USERINFO@host) is a credential when it has a password, or when its
+# user name looks like a token (16 or more URL-safe characters, letters and digits both:
+# https://<token>@github.com/x.git); "git@", "ssh://deploy@" are names. "name:tag@sha256:…" in
+# docker-image:// and oci-layout:// values is a pinned image, not userinfo.
+_URL_SCHEME = r"\b(?!docker-image://|oci-layout://)[A-Za-z][A-Za-z0-9+.-]*://"
+_NOT_A_DIGEST = r"(?![A-Za-z0-9]+:[0-9a-fA-F]{32,})"
 _URL_PASSWORD = re.compile(
-    r"(?P<head>\b(?!docker-image://|oci-layout://)[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)"
-    r"(?P<secret>[^\s/?#@]+)(?P<tail>@)(?![A-Za-z0-9]+:[0-9a-fA-F]{32,})"
+    rf"(?P<head>{_URL_SCHEME}[^\s/?#@:]*:)(?P<secret>[^\s/?#@]+)(?P<tail>@){_NOT_A_DIGEST}"
 )
+_URL_TOKEN_USER = re.compile(
+    rf"(?P<head>{_URL_SCHEME})(?P<secret>(?=[\w.~%+-]*[0-9])(?=[\w.~%+-]*[A-Za-z])[\w.~%+-]{{16,}})"
+    rf"(?P<tail>@){_NOT_A_DIGEST}", re.ASCII
+)
+_URL_PATTERNS = (_URL_PASSWORD, _URL_TOKEN_USER)  # redacted keeping the URL around the secret
 VALUE_PATTERNS: Tuple[Tuple[str, "re.Pattern[str]"], ...] = (
     ("a private key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")),
     ("a GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})")),
@@ -54,10 +67,12 @@ VALUE_PATTERNS: Tuple[Tuple[str, "re.Pattern[str]"], ...] = (
     ("an OpenAI-style API key", re.compile(r"\bsk-(?:proj-)?[A-Za-z0-9_-]{32,}")),
     ("a JSON web token", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
     ("a URL with a password", _URL_PASSWORD),
+    ("a URL with a token as its user name", _URL_TOKEN_USER),
 )
 # One pass over a string first, as most strings match none of the token patterns; the URL
-# pattern (slow: it tries every word boundary) only runs on strings with "://" and "@".
-_ANY_TOKEN = re.compile("|".join(f"(?:{pattern.pattern})" for _, pattern in VALUE_PATTERNS[:-1]))
+# patterns (slow: they try every word boundary) only run on strings with "://" and "@".
+_ANY_TOKEN = re.compile("|".join(f"(?:{pattern.pattern})" for _, pattern in VALUE_PATTERNS
+                                 if pattern not in _URL_PATTERNS))
 """What a credential value looks like: (description, pattern searched anywhere in the string)."""
 
 SECRET_HINT = ("build secrets go through --secret id=NAME,env=VAR (or src=FILE) and "
@@ -97,18 +112,48 @@ def credential_value(value: str) -> Optional[str]:
     return None
 
 
-def redact(text: str, known: Iterable[str] = ()) -> str:
-    """``text`` with every credential-looking part and every ``known`` secret value replaced by
-    ``<redacted>``, for error lines and reports."""
+@lru_cache(maxsize=8)  # one build redacts every console line with the same values
+def _known_pattern(known: Tuple[str, ...]) -> "Optional[re.Pattern[str]]":
+    """What to redact for ``known`` secret values: each value, and each line of a multi-line one
+    (a key file a step prints comes out one line at a time), longest first, none shorter than 8
+    characters; ``None`` when nothing is left."""
+    parts = set()
     for value in known:
-        if value and len(value) >= _MIN_KNOWN_VALUE:
-            text = text.replace(value, "<redacted>")
+        for part in (value, *(line.strip() for line in value.splitlines())):
+            if len(part) >= _MIN_KNOWN_VALUE:
+                parts.add(part)
+    if not parts:
+        return None
+    return re.compile("|".join(re.escape(p) for p in sorted(parts, key=len, reverse=True)))
+
+
+def redact(text: str, known: Iterable[str] = ()) -> str:
+    """``text`` with every credential-looking part (:data:`VALUE_PATTERNS`; of a URL, its password
+    or token user name only: ``https://<redacted>@host/x.git``) and every ``known`` secret value
+    (each of its lines too) replaced by ``<redacted>``.
+
+    The one redaction of bake-plan: error lines and their details, the build's console, the
+    sitrep files and step summary, ``config`` output go through it (``docs/security.md``, "One
+    redaction for every output").
+    """
+    known_pattern = _known_pattern(tuple(v for v in known if v))
+    if known_pattern is not None:
+        text = known_pattern.sub("<redacted>", text)
+    if not _ANY_TOKEN.search(text) and not ("://" in text and "@" in text):
+        return text
     for _, pattern in VALUE_PATTERNS:
-        if pattern is _URL_PASSWORD:
+        if pattern in _URL_PATTERNS:
             text = pattern.sub(r"\g<head><redacted>\g<tail>", text)
         else:
             text = pattern.sub("<redacted>", text)
     return text
+
+
+def shown(text: str, known: Iterable[str] = ()) -> str:
+    """``text`` as bake-plan shows it to a person: :func:`redact`, then every control character
+    escaped (:func:`bake.plan.text.printable`), so neither a credential nor a terminal control
+    sequence gets through."""
+    return printable(redact(text, known))
 
 
 @dataclass(frozen=True)
@@ -184,8 +229,9 @@ def parse_secret(text: str, cwd: Optional[Path] = None) -> SecretSpec:
     src = Path(os.path.normpath(src))
     if not src.is_file():
         raise ValueError(f"src {src} is not a file")
-    if "," in str(src) or "\n" in str(src):
-        raise ValueError(f"src {str(src)!r} cannot be written in a bake secret entry (it holds ',' or a newline)")
+    fault = "','" if "," in str(src) else line_fault(str(src))
+    if fault:
+        raise ValueError(f"src {str(src)!r} cannot be written in a bake secret entry (it holds {fault})")
     return SecretSpec(id=sid, src=str(src))
 
 

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Optional, Set, Tuple
 
-from bake.errors import StageError
+from bake.errors import PluginError, StageError
 from bake.plan.names import (
     check_image_name,
     check_platform,
@@ -19,6 +19,7 @@ from bake.plan.names import (
     check_tag,
 )
 from bake.plan.stage import SOURCE_MODES, Source, Stage
+from bake.plan.text import control_fault
 from bake.plan.variants import check as check_variants
 
 KINDS = ("mealkit", "single")
@@ -54,13 +55,19 @@ def validate(stage: object, plugin: str, checked_contexts: Optional[Set[Tuple[st
         calls of one collection so that stages sharing a context do not look it up again; each
         pair this call finds is added.
     :returns: the stage with ``plugin`` set and sequences normalised to tuples.
-    :raises StageError: one line naming the plugin, the stage and the field that is wrong.
+    :raises StageError: one line naming the plugin, the stage and the field that is wrong
+        (a requirement line, a source's URL or ref, a name-like field holding a line break or
+        control character: :mod:`bake.plan.text`).
+    :raises PluginError: the plugin's entry-point name holds a control character.
     """
     if not isinstance(stage, Stage):
         raise StageError(
             f"plugin '{plugin}': bake_plan_stages returned {type(stage).__name__} {stage!r:.60}, "
             "expected bake.Stage objects"
         )
+    fault = control_fault(plugin, allow="") if isinstance(plugin, str) else None
+    if fault:  # every message and the `stages` listing name the plugin: printable text only
+        raise PluginError(f"plugin {plugin!r}: its entry-point name holds {fault}; name it in printable text")
     where = f"plugin '{plugin}', stage '{getattr(stage, 'name', '?')}'"
 
     def fail(fld: str, msg: str) -> StageError:
@@ -143,8 +150,10 @@ def validate(stage: object, plugin: str, checked_contexts: Optional[Set[Tuple[st
         raise fail("platforms", str(err)) from None
     requirements = _check_seq(stage, "requirements", fail, str)
     for line in requirements:
-        if "\n" in line or "\r" in line:
-            raise fail("requirements", f"{line!r}: one requirement per line")
+        # pip reads a requirements file with str.splitlines: "alpha\f-r /etc/x" would be two lines.
+        fault = control_fault(line)
+        if fault:
+            raise fail("requirements", f"{line!r} holds {fault}: one requirement per line, of printable text")
         if unpinned_vcs(line):
             raise fail("requirements", f"{line!r} is a git+ requirement not pinned to a 40-hex commit "
                                        "(write …@<commit>; a branch or tag makes the image depend on when it was built)")
@@ -167,15 +176,18 @@ def validate(stage: object, plugin: str, checked_contexts: Optional[Set[Tuple[st
         seen.add(src.name)
         for attr in ("url", "ref"):
             value = getattr(src, attr)
-            if not isinstance(value, str) or not value or any(c in value for c in "#\n\r "):
-                raise sfail(f"{attr} {value!r} must be a non-empty string without '#', spaces or newlines")
+            if (not isinstance(value, str) or not value or control_fault(value, allow="")
+                    or any(c == "#" or c.isspace() for c in value)):
+                raise sfail(f"{attr} {value!r} must be a non-empty string without '#', spaces, line breaks "
+                            "or control characters")
         if src.path is not None and (not isinstance(src.path, str) or not src.path.startswith("/")):
             raise sfail(f"path {src.path!r} must be an absolute path in the image")
         if src.mode not in SOURCE_MODES:
             raise sfail(f"mode {src.mode!r} is not one of {', '.join(SOURCE_MODES)}")
         patches = src.patches
         if not isinstance(patches, (tuple, list)) or not all(
-                isinstance(p, str) and p and not any(c.isspace() or c in "#'\"\\$`" for c in p) for p in patches):
+                isinstance(p, str) and p and not control_fault(p, allow="")
+                and not any(c.isspace() or c in "#'\"\\$`" for c in p) for p in patches):
             raise sfail(f"patches {patches!r} must be a sequence of git refs or file://<path>, without spaces")
         if patches and src.mode != "git-clone":
             raise sfail(f"patches need mode 'git-clone' (pip installs a {src.mode} source as it is)")
@@ -208,6 +220,11 @@ def _check_str(stage, fld, fail, optional):
         return
     if not isinstance(value, str) or not value:
         raise fail(fld, f"expected a non-empty string, got {type(value).__name__} {value!r:.40}")
+    # Names, paths and references are one line of printable text (an inline Dockerfile is any
+    # text a bake file carries: bake.plan.checks refuses only a NUL in it).
+    fault = None if fld == "dockerfile_inline" else control_fault(value, allow="")
+    if fault:
+        raise fail(fld, f"{value!r:.60} holds {fault}")
 
 
 def _check_mapping(stage, fld, fail, key_re):

@@ -147,8 +147,9 @@ def run_build(
     Markdown is appended to ``$GITHUB_STEP_SUMMARY`` when that is set (GitHub Actions).
 
     Every line shown and every report written goes through :func:`bake.plan.secrets.redact` with
-    ``known_secrets`` (the ``--secret`` values): a step that prints a secret does not put it in
-    the console or the sitrep.
+    ``known_secrets`` (the ``--secret`` values, and each line of a multi-line one) and has its
+    control characters escaped: a step that prints a secret, a URL with a token in it or a
+    terminal control sequence puts none of them in the console or the reports.
 
     ``reports`` must have been prepared (:meth:`Reports.prepare`, before the plan was written);
     the previous metadata file is removed only once the engine answers.
@@ -187,6 +188,8 @@ def run_build(
                 entry["outcome"] = sitrep.NOT_BUILT
         report["outcome"] = sitrep.INTERRUPTED
         report["summary"] = f"{label}: interrupted"
+    # One redaction for every report file (sitrep.json, badge, sitrep.md, the step summary).
+    report = sitrep.redacted(report, known_secrets)
     reports.write(report)
     return report
 

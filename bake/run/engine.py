@@ -29,6 +29,12 @@ REGISTRY_TIMEOUT_S = 120.0
 """How long one registry call (``imagetools inspect``/``create``) may take, in seconds: a registry
 that accepts connections but never answers would otherwise hang a nightly job forever."""
 
+# python-on-whales prints each command's whole environment (every credential in it) to stdout
+# when PYTHON_ON_WHALES_DEBUG=1, past any redaction. This module is the only one that imports
+# python-on-whales (tests/test_architecture.py), so dropping the variable here, once, means
+# bake-plan never lets it print (docs/security.md, "One redaction for every output").
+os.environ.pop("PYTHON_ON_WHALES_DEBUG", None)
+
 _TIMED_OUT = 124  # coreutils timeout(1)'s exit status when the command ran out of time
 _NOT_FOUND = 127  # timeout(1): the command (docker) was not found
 

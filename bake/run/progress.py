@@ -9,7 +9,9 @@ Dockerfile excerpt of a failed step, ``ERROR: target X: …``, the entitlements 
 records gives the console (plain-progress-like lines: ``#N [label] name``, its log lines,
 ``#N CACHED`` / ``#N DONE 1.2s`` / ``#N ERROR: …``; text lines as they came), and what the
 sitrep needs: failing targets and steps, exported digests, the last error line, and per target
-how many Dockerfile steps were cached and how many ran.
+how many Dockerfile steps were cached and how many ran. Every console line has its control
+characters escaped (:func:`bake.plan.text.printable`); the caller redacts
+(:func:`bake.run.build.run_build` with :func:`bake.plan.secrets.redact`).
 
 BuildKit reports a vertex to the build of every target whose graph holds it, each time prefixed
 with that target's name (``[mx-leaf mealkit 1/2] RUN …`` may be ``mx-root-mealkit``'s step), and
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Dict, List, Optional, Tuple
 
+from bake.plan.text import printable
 from bake.run.sitrep import dependents, step_owner
 
 # "[<target>] [<platform>] [<stage>] i/n] INSTRUCTION" (Dockerfile step), "[<target> internal] …",
@@ -274,7 +277,8 @@ class ProgressReader:
     def _say(self, text: str) -> None:
         if text.startswith("ERROR:") or " ERROR: " in text:
             self.last_error = text
-        self.echo(text + "\n")
+        # A step's output may hold terminal controls (ESC [2K erases the line): shown escaped.
+        self.echo(printable(text) + "\n")
 
     # -- the record --------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import urllib.parse
 from typing import Callable, Dict, List, Optional, Sequence, Set
 
 from bake.plan import dockerfile
-from bake.plan.secrets import redact
+from bake.plan.secrets import shown
 
 PASS, FAIL, NOT_BUILT, INTERRUPTED = "pass", "fail", "not built", "interrupted"
 
@@ -151,7 +151,7 @@ def make_sitrep(
     :returns: the ``sitrep.json`` content; ``outcome`` is ``fail`` when buildx failed or any
         target did not build. A target ``fail``s when it, or a target it builds on, failed; a
         target buildx cancelled because another one failed is ``not built``. ``error`` is
-        buildx's last error line (credentials redacted) or ``None``.
+        buildx's last error line (credentials redacted, control characters escaped) or ``None``.
     """
     culprits = {n for n in failed if n in plan["target"]}
     culprits |= {step_owner(plan, *step) for step in failed_steps if step[0] in plan["target"]}
@@ -190,7 +190,7 @@ def make_sitrep(
                 entry["outcome"] = FAIL
     failing = [n for n, t in targets.items() if t["outcome"] == FAIL]
     outcome = PASS if returncode == 0 and all(t["outcome"] == PASS for t in targets.values()) else FAIL
-    error = redact(error.strip(), known) if error and error.strip() else None
+    error = shown(error.strip(), known) if error and error.strip() else None
     if outcome == PASS:
         summary = f"{label}: all {len(targets)} targets built"
     else:
@@ -199,6 +199,19 @@ def make_sitrep(
             summary += f" ({error[:200]})"
     return {"summary": summary, "badge_label": label, "outcome": outcome,
             "error": error if outcome == FAIL else None, "targets": targets}
+
+
+def redacted(node, known: Sequence[str] = ()):
+    """A report (or any JSON-shaped value) with every string, keys included, as shown to a person
+    (:func:`bake.plan.secrets.shown`: credentials and ``known`` secret values redacted, control
+    characters escaped). What every report file is written from."""
+    if isinstance(node, str):
+        return shown(node, known)
+    if isinstance(node, list):
+        return [redacted(v, known) for v in node]
+    if isinstance(node, dict):
+        return {redacted(k, known) if isinstance(k, str) else k: redacted(v, known) for k, v in node.items()}
+    return node
 
 
 def badge(sitrep: dict) -> dict:

@@ -1,28 +1,57 @@
 """``bake-plan config``: the merged settings as a ``bake-plan.toml`` or as JSON, each value with
-where it came from."""
+where it came from. Output is shown to people and pasted into tickets, so every value has its
+credentials redacted (``https://me:<redacted>@host``) and control characters escaped."""
 
 from __future__ import annotations
 
 import datetime
 import json
+import re
 from typing import Any, Dict, List, Mapping, Tuple
 
-from bake.settings.file import bare_or_quoted
+from bake.plan.secrets import redact
+from bake.plan.text import printable
 from bake.settings.merge import FLAGS, Setting, Settings
 from bake.settings.values import ENV_EPOCH, is_day_policy
+
+
+# Characters a TOML basic string cannot hold (U+0000-U+001F but tab, U+007F) and those a terminal
+# would obey (C1, the line separators, bidirectional controls): all written as \uXXXX escapes.
+# A lone surrogate (undecodable bytes in an argument) is no Unicode scalar, so TOML has no form
+# for it: it is written as the text "\udcff".
+_TOML_ESCAPED = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_JSON_RAW = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")
+
+
+def _toml_string(value: str) -> str:
+    """A TOML basic string holding ``value`` with every credential redacted
+    (:func:`bake.plan.secrets.redact`) and every control character escaped."""
+    text = redact(value).replace("\\", "\\\\").replace('"', '\\"')
+    text = _TOML_ESCAPED.sub(_u_escape, text)
+    return '"' + _SURROGATE.sub(lambda m: "\\" + _u_escape(m), text) + '"'
+
+
+def _u_escape(match: "re.Match[str]") -> str:
+    return f"\\u{ord(match.group()):04X}"
+
+
+def _toml_key(key: str) -> str:
+    return key if _BARE_KEY.match(key) else _toml_string(key)
 
 
 def _toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)  # JSON's escapes are TOML basic-string escapes
+        return _toml_string(value)
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     if isinstance(value, Mapping):
         if not value:
             return "{}"
-        return "{ " + ", ".join(f"{bare_or_quoted(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
+        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
     if isinstance(value, datetime.date):
         return json.dumps(value.isoformat())
     raise TypeError(f"cannot write {type(value).__name__} as TOML")
@@ -53,12 +82,12 @@ def to_toml(settings: Settings) -> str:
             rows.append((f"{sub} = {_toml_value(setting.value)}", setting.source))
     for override in settings.stages:
         rows.append(("", ""))
-        rows.append((f"[stages.{bare_or_quoted(override.stage)}]", override.where))
+        rows.append((f"[stages.{_toml_key(override.stage)}]", override.where))
         for key, value in override.as_table().items():
             rows.append((f"{key} = {_toml_value(value)}", ""))
     width = max(len(text) for text, _ in rows)
-    for text, source in rows:
-        lines.append(f"{text:<{width}}  # {source}".rstrip() if source else text)
+    for text, source in rows:  # a comment holds no control character either (a path may)
+        lines.append(f"{text:<{width}}  # {printable(redact(source))}".rstrip() if source else text)
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
@@ -81,4 +110,18 @@ def to_json(settings: Settings) -> str:
         out[key] = {"value": list(value) if isinstance(value, tuple) else value, "source": setting.source}
     stages = {o.stage: {"value": o.as_table(), "source": o.where} for o in settings.stages}
     data = {"file": str(settings.file.path) if settings.file else None, "settings": out, "stages": stages}
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    text = json.dumps(_redacted(data), indent=2, ensure_ascii=False)
+    # json escapes C0 controls; DEL, C1, the line separators, bidi controls and lone surrogates
+    # it leaves raw: escaped too (they appear only inside strings).
+    return _JSON_RAW.sub(_u_escape, text) + "\n"
+
+
+def _redacted(node):
+    """Every string of a JSON-shaped value, keys included, through :func:`bake.plan.secrets.redact`."""
+    if isinstance(node, str):
+        return redact(node)
+    if isinstance(node, (list, tuple)):
+        return [_redacted(v) for v in node]
+    if isinstance(node, dict):
+        return {_redacted(k) if isinstance(k, str) else k: _redacted(v) for k, v in node.items()}
+    return node

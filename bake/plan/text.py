@@ -1,0 +1,86 @@
+"""Text that must stay one line, and text shown to a person.
+
+Two kinds of hole, each closed here once:
+
+- **Text that splits.** A value that must be one line (a requirement line, a source's URL or ref,
+  a path in a bake secret entry) is split by whoever reads it line by line, and Python's
+  ``str.splitlines`` (which pip reads requirement files with) splits on more than ``\\n`` and
+  ``\\r``: also ``\\v``, ``\\f``, ``\\x1c``-``\\x1e``, ``\\x85``, U+2028 and U+2029
+  (:data:`LINE_BREAKS`). A NUL can be carried by no argv, environment variable, label or file
+  name. :func:`line_fault` finds both; :func:`control_fault` also finds every other control
+  character, for values that are never more than printable text (URLs, refs, requirement lines).
+- **Text that spoofs.** Text bake-plan prints that came from a user, a plugin or buildx may hold
+  terminal control sequences (``ESC [2K`` erases the line it is on) or bidirectional controls that
+  make a line read differently; :func:`printable` shows each such character escaped
+  (``\\x1b``, ``\\u202e``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+"""Every character ``str.splitlines`` splits on (and so pip, reading a requirements file)."""
+
+NUL = "\x00"
+
+# C0 and C1 controls, DEL, the line and paragraph separators, the bidirectional controls
+# (U+061C, U+200E/F, U+202A-E, U+2066-9: "Trojan Source") and lone surrogates (undecodable bytes,
+# which a strict UTF-8 stream cannot even write).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_NAMES = {"\x00": "a NUL", "\n": "a line feed", "\r": "a carriage return", "\x0b": "a vertical tab",
+          "\x0c": "a form feed", "\x1b": "an escape", "\x85": "a next-line", "\u2028": "a line separator",
+          "\u2029": "a paragraph separator", "\t": "a tab", "\x7f": "a delete"}
+
+
+def describe(char: str) -> str:
+    """A character as an error line names it: ``a form feed (U+000C)``, ``a control character (U+001F)``."""
+    name = _NAMES.get(char)
+    if name is None:
+        name = "a line break" if char in LINE_BREAKS else "a control character"
+    return f"{name} (U+{ord(char):04X})"
+
+
+def line_fault(value: str) -> Optional[str]:
+    """What keeps ``value`` from being one line of text anything can carry: the first character
+    ``str.splitlines`` splits on, or a NUL, as :func:`describe` names it; ``None`` when there is none."""
+    for char in value:
+        if char in LINE_BREAKS or char == NUL:
+            return describe(char)
+    return None
+
+
+def control_fault(value: str, allow: str = "\t") -> Optional[str]:
+    """Like :func:`line_fault`, for a value that is only ever printable text (a URL, a git ref, a
+    requirement line): also any other control character, bidirectional control or lone
+    surrogate, except those in ``allow`` (default: a tab)."""
+    for match in _CONTROL.finditer(value):
+        if match.group() not in allow:
+            return describe(match.group())
+    return None
+
+
+def _escape(match: "re.Match[str]") -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str, keep: str = "\t") -> str:
+    """``text`` with every control character, line or paragraph separator, bidirectional control
+    and lone surrogate written as an escape (ESC as ``\\x1b``, a newline as ``\\x0a``, U+2028 as
+    ``\\u2028``), except those in ``keep`` (default: a tab), so a terminal shows what the text
+    holds instead of obeying it. Idempotent: its output holds no such character."""
+    if not _CONTROL.search(text):  # nearly always: no copy
+        return text
+    return _CONTROL.sub(lambda m: m.group() if m.group() in keep else _escape(m), text)
+
+
+_BLANKS = re.compile(r"[ \t\r\n]+")
+
+
+def one_line(text: str) -> str:
+    """A message as one printable line: runs of spaces, tabs and newlines become one space
+    (a plugin's multi-line message reads on), every other control character is escaped
+    (:func:`printable`)."""
+    return printable(_BLANKS.sub(" ", text).strip(), keep="")
