@@ -302,7 +302,7 @@ def test_a_wheel_bake_plan_added_may_be_replaced_but_not_the_users(tmp_path):
 
 
 @pytest.mark.parametrize("value, want", [
-    ("", "-o: empty string"),
+    ("", "-o: empty path"),
     ("-", "-o -: bake-plan wheelhouse fills a directory, not stdout; give -o DIR"),
     ("afile", "-o afile: is not a directory"),
 ], ids=["empty", "stdout", "a-file"])
@@ -329,7 +329,7 @@ def test_a_missing_locks_dir_is_one_line_naming_the_option(owned_cli, tmp_path, 
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("value, want", [("", "--locks-dir: empty string"),
+@pytest.mark.parametrize("value, want", [("", "--locks-dir: empty path"),
                                          ("afile", "--locks-dir afile: is not a directory")])
 def test_a_locks_dir_that_cannot_be_one_is_refused(owned_cli, tmp_path, value, want):
     (tmp_path / "afile").write_text("x\n")
@@ -339,7 +339,7 @@ def test_a_locks_dir_that_cannot_be_one_is_refused(owned_cli, tmp_path, value, w
 @pytest.mark.parametrize("python, want", [
     ("/bin/true", "--python /bin/true: not a Python interpreter (`/bin/true -c ...` exited 0 and printed no version)"),
     ("/bin/false", "--python /bin/false: not a Python interpreter (`/bin/false -c ...` exited 1 and printed no version)"),
-    ("", "--python: empty string"),
+    ("", "--python: empty interpreter"),
     ("/nonexistent/python", "--python /nonexistent/python: cannot run it: No such file or directory"),
 ])
 def test_lock_with_a_python_that_is_not_an_interpreter_is_one_line(owned_cli, tmp_path, python, want):
