@@ -378,7 +378,7 @@ def test_a_wheelhouse_file_that_is_not_a_wheel_is_refused_naming_it(cli, tmp_pat
     assert not (tmp_path / "plan.hcl").exists()
 
 
-@pytest.mark.parametrize("value, want", [("", "--sitrep-dir: empty string"),
+@pytest.mark.parametrize("value, want", [("", "--sitrep-dir: empty path"),
                                          ("afile", "--sitrep-dir afile: is not a directory")])
 def test_a_sitrep_dir_that_cannot_be_one_names_the_option(cli, tmp_path, value, want):
     (tmp_path / "afile").write_text("x\n")

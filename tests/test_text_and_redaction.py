@@ -146,7 +146,9 @@ def bake_plan_adjust_target(stage, target):
     path = {"args value": "args['FLAVOUR']", "label key": "labels key 'org.example\\x00x'",
             "label value": "labels['org.example.x']", "dockerfile_inline": "dockerfile-inline",
             "adjusted context": "context"}[where]
-    assert_one_line_error(proc, "bake-plan: error: plugin 'nul', stage 'odd', target 'odd",
+    # The line names the plugin that put the NUL there: the adjusting one, not the stage's own.
+    culprit = "nul-adjust" if where == "adjusted context" else "nul"
+    assert_one_line_error(proc, f"bake-plan: error: plugin '{culprit}', stage 'odd', target 'odd",
                           f"{path}: holds a NUL (U+0000), which nothing a build reads can carry")
     assert not (tmp_path / "plan.hcl").exists()
 
