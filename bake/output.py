@@ -96,14 +96,24 @@ def write_atomic(path: str, text: str, what: str = "the plan") -> None:
     if target.is_symlink():
         target = Path(os.path.realpath(path))
         path = str(target)
-    directory = target.parent if str(target.parent) else Path(".")
+    mode = os.stat(path).st_mode & 0o777 if target.exists() else None
+    replace_file(target, text.encode("utf-8"), what, mode)
+
+
+def replace_file(path: Path, data: bytes, what: str, mode: Optional[int] = None) -> None:
+    """Put ``data`` at ``path`` whole or not at all: a temporary file beside it, then one
+    ``os.replace`` (which replaces the name itself, a symlink there included).
+
+    :param mode: the permission bits of the new file (default: ``0o666`` less the umask).
+    :raises OutputError: the directory is missing or not writable; the temporary file is removed.
+    """
+    directory = path.parent if str(path.parent) else Path(".")
     tmp_name = None
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        mode = os.stat(path).st_mode & 0o777 if target.exists() else 0o666 & ~_umask()
-        os.chmod(tmp_name, mode)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp_name, 0o666 & ~_umask() if mode is None else mode)
         os.replace(tmp_name, path)
         tmp_name = None
     except OSError as err:

@@ -24,11 +24,11 @@ import hashlib
 import json
 import os
 import stat
-import tempfile
 from pathlib import Path
 from typing import Dict, Iterable, Optional, Union
 
 from bake.errors import OutputError
+from bake.output import replace_file
 
 RECORD = ".bake-plan-written.json"
 """The record of what bake-plan wrote in a directory: ``{"written": {name: sha256 or null}}``
@@ -206,30 +206,8 @@ class Record:
             self._save(what)
 
     def _replace(self, name: str, raw: bytes, what: str) -> None:
-        path = self.directory / name
-        tmp = None
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(raw)
-            os.chmod(tmp, 0o666 & ~_umask())
-            os.replace(tmp, path)  # replaces the name itself: a link there was refused above
-            tmp = None
-        except OSError as err:
-            raise OutputError(f"cannot write {what} to {path}: {err.strerror or err}") from None
-        finally:
-            if tmp is not None:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
+        replace_file(self.directory / name, raw, what)  # the name itself: a link there was refused above
 
     def _save(self, what: str) -> None:
         text = json.dumps({"written": dict(sorted(self.written.items()))}, indent=1) + "\n"
         self._replace(RECORD, text.encode("utf-8"), f"the record of {what}")
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
