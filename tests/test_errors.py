@@ -30,6 +30,17 @@ def assert_one_line_error(proc, *needles, cwd=None, status=2):
         assert list(cwd.iterdir()) == [], "no file may be written on error"
 
 
+def one_line_error(proc, status=2) -> str:
+    """The one ``bake-plan: error:`` line of a run that refused its input (no traceback), without
+    the prefix."""
+    assert proc.returncode == status, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert lines[0].startswith("bake-plan: error: "), lines[0]
+    return lines[0][len("bake-plan: error: "):]
+
+
 def plugin_with(make_plugin, body: str, name: str):
     """A plugin whose ``bake_plan_stages`` builds ``fields`` (a stage ``odd`` on jax) changed by ``body``."""
     return make_plugin(STAGE_IMPORTS + f"""

@@ -465,7 +465,11 @@ def test_a_locked_plan_passes_the_locked_arg_to_the_final_target_only(lock_cli, 
     ("FROM busybox AS mealkit\nFROM scratch AS pip-lock\nFROM mealkit AS final\n"
      "RUN --mount=type=bind,from=pip-lock,target=/opt/pip-lock bake-pip-finalize\n",
      "does not declare ARG BAKE_PIP_LOCKED"),
-], ids=["no-mount", "no-arg"])
+    # The placeholder alone: the named context replaces it, but no step reads the lock.
+    ("FROM busybox AS mealkit\nFROM scratch AS pip-lock\nFROM mealkit AS final\nARG BAKE_PIP_LOCKED\n"
+     "RUN bake-pip-finalize\n",
+     "declares the pip-lock stage but never mounts it (RUN --mount=…,from=pip-lock)"),
+], ids=["no-mount", "no-arg", "placeholder-only"])
 def test_locked_is_refused_for_a_final_stage_that_would_ignore_the_lock(cli, make_plugin, tmp_path, dockerfile, lacking):
     site = make_plugin(f"""
 from bake import Stage, hookimpl

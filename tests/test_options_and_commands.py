@@ -18,6 +18,7 @@ import textwrap
 
 import pytest
 from conftest import ROOT, stray_plugins
+from test_errors import one_line_error as one_line
 
 from bake.api import dockerfile_text, make_plan
 from bake.cli import COMMANDS, parse_args
@@ -30,16 +31,6 @@ from bake.testing import DATE, plan_for, plan_text
 
 KNOWN = "base, jax, te, upstream-pax, upstream-t5x, xla-ci"
 ALL_COMMANDS = ", ".join(COMMANDS)
-
-
-def one_line(proc, status: int = 2) -> str:
-    """The one ``bake-plan: error:`` line of a failed run, without the prefix."""
-    assert proc.returncode == status, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert "Traceback" not in proc.stderr
-    assert lines[0].startswith("bake-plan: error: "), lines[0]
-    return lines[0][len("bake-plan: error: "):]
 
 
 # --- an unknown target says where it came from ------------------------------------------------

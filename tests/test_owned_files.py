@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import hermetic_pip_env, make_wheel
+from test_errors import one_line_error as one_line
 
 from bake.errors import OutputError
 
@@ -52,15 +53,6 @@ def owned_cli(cli, make_plugin):
         return cli(*args, env=env, pythonpath=[site], **kw)
 
     return run
-
-
-def one_line(proc, status=2) -> str:
-    """The one error line of a command that refused its input (no traceback), without the prefix."""
-    assert proc.returncode == status, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    assert lines[0].startswith("bake-plan: error: "), lines[0]
-    return lines[0][len("bake-plan: error: "):]
 
 
 def error_line(proc, status=2) -> str:

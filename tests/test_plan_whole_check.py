@@ -350,25 +350,6 @@ def test_a_lock_is_reached_only_through_a_mount_or_copy(dockerfile, lacking):
     assert ignores_lock(dockerfile) == lacking
 
 
-def test_locked_refuses_a_final_stage_with_only_the_placeholder(cli, make_plugin, tmp_path):
-    dockerfile = ("FROM busybox AS mealkit\nFROM scratch AS pip-lock\nFROM mealkit AS final\nARG BAKE_PIP_LOCKED\n"
-                  "RUN bake-pip-finalize\n")
-    site = make_plugin(f"""
-from bake import Stage, hookimpl
-@hookimpl
-def bake_plan_stages():
-    return [Stage(name="nolock", image="nolock", base_image="busybox", context={str(tmp_path)!r},
-                  platforms=("linux/amd64",), dockerfile_inline={dockerfile!r})]
-""", name="nolock-plugin")
-    assert cli("lock", "--target", "nolock", cwd=tmp_path, pythonpath=[site]).returncode == 0
-    proc = cli("--target", "nolock", "--locked", cwd=tmp_path, pythonpath=[site])
-    assert error_line(proc) == (ERR + "plugin 'nolock-plugin', stage 'nolock': --locked, but its Dockerfile declares "
-                                "the pip-lock stage but never mounts it (RUN --mount=…,from=pip-lock), so its final "
-                                "stage would compile afresh and ignore the lock (docs/plugins.md has the final-stage "
-                                "template)")
-    assert not (tmp_path / "docker-bake.hcl").exists()
-
-
 
 def test_through_a_hook_wrapper_the_error_says_the_plugin_is_unknown():
     """With a hook wrapper registered pluggy calls the hook as a whole: who changed what is not known."""

@@ -22,7 +22,7 @@ import tomllib
 import uuid
 
 import pytest
-from test_errors import STAGE_IMPORTS, assert_one_line_error
+from test_errors import assert_one_line_error, plugin_with
 
 from bake.pip.sources import parse_manifest
 from bake.plan.secrets import credential_value, redact, shown
@@ -31,17 +31,6 @@ from bake.plan.text import LINE_BREAKS, control_fault, line_fault, one_line, pri
 # What a terminal obeys or a reader is fooled by; none may reach stderr raw.
 RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 ZERO = "0" * 40
-
-
-def _plugin(make_plugin, body: str, name: str):
-    """A plugin with one stage ``odd`` on the built-in ``jax``, its fields changed by ``body``."""
-    return make_plugin(STAGE_IMPORTS + f"""
-@hookimpl
-def bake_plan_stages():
-    fields = dict(name="odd", image="odd", parent="jax", context=stage_dir("jax"))
-{body}
-    return [Stage(**fields)]
-""", name=name)
 
 
 def assert_no_raw_controls(*texts):
@@ -72,7 +61,7 @@ SPLITTERS = ["\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028
 @pytest.mark.parametrize("char", SPLITTERS, ids=[f"U+{ord(c):04X}" for c in SPLITTERS])
 def test_a_requirement_line_pip_would_split_is_refused(cli, make_plugin, tmp_path, char):
     line = f"alpha{char}-r /etc/hostname"
-    site = _plugin(make_plugin, f"    fields['requirements'] = [{line!r}]", name="splitter")
+    site = plugin_with(make_plugin, f"    fields['requirements'] = [{line!r}]", name="splitter")
     proc = cli("--target", "odd", cwd=tmp_path, pythonpath=[site])
     shown_line = repr(line)
     assert_one_line_error(proc, f"bake-plan: error: plugin 'splitter', stage 'odd', field 'requirements': {shown_line} "
@@ -88,7 +77,7 @@ def test_lock_never_reads_a_host_file_through_a_split_requirement_line(cli, make
     work = tmp_path / "work"
     work.mkdir()
     line = f"alpha\x0c-r {host_file}"
-    site = _plugin(make_plugin, f"    fields['requirements'] = [{line!r}]", name="splitter")
+    site = plugin_with(make_plugin, f"    fields['requirements'] = [{line!r}]", name="splitter")
     proc = cli("lock", "--target", "odd", cwd=work, pythonpath=[site])
     assert_one_line_error(proc, "field 'requirements': ", f"{line!r} holds a form feed (U+000C): one requirement per "
                                 "line", cwd=work)
@@ -105,7 +94,7 @@ def test_lock_never_reads_a_host_file_through_a_split_requirement_line(cli, make
 def test_a_source_url_or_ref_that_is_not_one_printable_line_is_refused(cli, make_plugin, tmp_path, field, value):
     src = dict(url="https://example.com/x.git", ref="a" * 40)
     src[field] = value
-    site = _plugin(make_plugin, f"    fields['sources'] = [Source('SRC', {src['url']!r}, {src['ref']!r})]", name="srcs")
+    site = plugin_with(make_plugin, f"    fields['sources'] = [Source('SRC', {src['url']!r}, {src['ref']!r})]", name="srcs")
     proc = cli("--target", "odd", cwd=tmp_path, pythonpath=[site])
     assert_one_line_error(proc, f"bake-plan: error: plugin 'srcs', stage 'odd', field 'sources': source 'SRC': {field} "
                                 f"{value!r} must be a non-empty string without '#', spaces, line breaks or control "
@@ -132,7 +121,7 @@ def test_a_nul_anywhere_in_a_plan_is_refused_at_plan_time(cli, make_plugin, tmp_
         "dockerfile_inline": "    fields['dockerfile_inline'] = 'FROM scratch\\n# \\x00\\n'",
         "adjusted context": "",
     }[where]
-    site = _plugin(make_plugin, body, name="nul")
+    site = plugin_with(make_plugin, body, name="nul")
     extra = []
     if where == "adjusted context":
         extra = [make_plugin("""
@@ -202,7 +191,7 @@ def test_a_manifest_value_with_control_characters_is_one_escaped_line(cli, tmp_p
 
 
 def test_a_plugin_name_with_terminal_controls_is_refused_before_the_stages_listing(cli, make_plugin, tmp_path):
-    site = _plugin(make_plugin, "", name="esc\x1b[2Kp")
+    site = plugin_with(make_plugin, "", name="esc\x1b[2Kp")
     proc = cli("stages", cwd=tmp_path, pythonpath=[site])
     assert_one_line_error(proc, "bake-plan: error: plugin 'esc\\x1b[2Kp': its entry-point name holds an escape "
                                 "(U+001B); name it in printable text")
@@ -211,7 +200,7 @@ def test_a_plugin_name_with_terminal_controls_is_refused_before_the_stages_listi
 
 @pytest.mark.parametrize("field, value", [("parent", "ja\x1b[2Kx"), ("image", "odd\u202e"), ("dockerfile", "Docker\x0cfile")])
 def test_a_name_like_stage_field_with_a_control_character_is_refused(cli, make_plugin, tmp_path, field, value):
-    site = _plugin(make_plugin, f"    fields[{field!r}] = {value!r}", name="names")
+    site = plugin_with(make_plugin, f"    fields[{field!r}] = {value!r}", name="names")
     proc = cli("stages", cwd=tmp_path, pythonpath=[site])
     assert_one_line_error(proc, f"bake-plan: error: plugin 'names', stage 'odd', field '{field}': {value!r} holds "
                                 f"{control_fault(value, allow='')}")
@@ -266,7 +255,7 @@ def test_each_line_of_a_multi_line_secret_is_redacted():
 
 
 def test_an_arg_holding_a_url_with_a_token_user_name_is_refused(cli, make_plugin, tmp_path):
-    site = _plugin(make_plugin, f"    fields['args'] = {{'MIRROR': 'https://{OPAQUE}@example.com/x.git'}}", name="tok")
+    site = plugin_with(make_plugin, f"    fields['args'] = {{'MIRROR': 'https://{OPAQUE}@example.com/x.git'}}", name="tok")
     proc = cli("--target", "odd", "-o", "plan.hcl", cwd=tmp_path, pythonpath=[site])
     assert_one_line_error(proc, "plugin 'tok', stage 'odd', target 'odd", "args['MIRROR']: the value looks like a URL "
                                 "with a token as its user name; build secrets go through --secret")
