@@ -30,7 +30,7 @@ import unicodedata
 from typing import AbstractSet, Callable, Mapping, Optional, Tuple
 
 from bake.errors import PluginError, StageError, did_you_mean
-from bake.plan.names import check_platform, check_reference
+from bake.plan.names import ARG_NAME, check_platform, check_reference
 from bake.plan.secrets import (
     SECRET_HINT,
     credential_name,
@@ -38,6 +38,7 @@ from bake.plan.secrets import (
     walk_strings,
 )
 from bake.plan.stage import Stage
+from bake.plan.text import NUL, describe
 from bake.plan.validate import is_context_url
 
 # The kinds of value bake reads, by attribute (buildx bake/bake.go, ``Target``: its hcl tags).
@@ -84,10 +85,8 @@ GROUP_ATTRIBUTES: Mapping[str, str] = {"targets": "strs", "description": "str"}
 
 PLAN_BLOCKS = ("group", "target")
 """The top-level keys of a plan (buildx's JSON shape); bake-plan's plans declare no ``variable``."""
-from bake.plan.text import NUL, describe
 
 _SCALARS = (str, bool, int, float)
-_ARG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")  # a Dockerfile ARG can only read such a name
 
 Culprit = Callable[[str, str, Optional[str]], Optional[str]]
 """``culprit(target name, attribute, key)``: who last changed that attribute (or, for args,
@@ -253,7 +252,7 @@ _KIND_OK: Mapping[str, Callable[[object], bool]] = {
     "entries": _entries,
     "context": lambda v: isinstance(v, str) and check_context(v) is None,
     "contexts": lambda v: _str_map(v) and all(check_context(x) is None for x in v.values()),
-    "args": lambda v: _str_map(v) and all(_ARG_NAME.match(k) for k in v),
+    "args": lambda v: _str_map(v) and all(ARG_NAME.match(k) for k in v),
     "labels": _str_map,
     "tags": lambda v: _strs(v) and all(_valid(check_reference, t) for t in v),
     "platforms": lambda v: _strs(v) and bool(v) and all(_valid(check_platform, p) for p in v),
@@ -305,7 +304,7 @@ def _explain(where: Callable[..., str], attr: str, kind: str, value) -> None:
     for key, item in value.items():
         if not key:
             raise fail("an empty name", key=key, cls=StageError)
-        if kind == "args" and not _ARG_NAME.match(key):
+        if kind == "args" and not ARG_NAME.match(key):
             raise fail(f"{key!r:.60} is not a build-arg name ([A-Za-z_][A-Za-z0-9_]*)", key=key, cls=StageError)
         if kind == "contexts":
             why = check_context(item)

@@ -17,6 +17,8 @@ _HOST = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.(?:[a-zA-Z0-9](?:[a-z
 _REGISTRY = re.compile(rf"{_HOST}(?:/{_PATH_COMPONENT})*\Z")
 _TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
 _TAG_CHAR = re.compile(r"[A-Za-z0-9_.-]")
+ARG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+"""A build-arg name: the only names a Dockerfile ``ARG`` can declare and read."""
 _MAX_TAG = 128
 _DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
 # A whole image reference: [host[:port]/]path[:tag][@digest] (distribution/reference).

@@ -12,6 +12,7 @@ from typing import Optional, Set, Tuple
 
 from bake.errors import PluginError, StageError
 from bake.plan.names import (
+    ARG_NAME,
     check_image_name,
     check_platform,
     check_reference,
@@ -24,7 +25,6 @@ from bake.plan.variants import check as check_variants
 
 KINDS = ("mealkit", "single")
 _STAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
-_ARG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _SOURCE_NAME = re.compile(r"[A-Z][A-Z0-9_]*\Z")
 _COMMIT = re.compile(r"[0-9a-fA-F]{40}\Z")
 _PYTHON = re.compile(r"3\.[0-9]{1,2}\Z")
@@ -108,7 +108,7 @@ def validate(stage: object, plugin: str, checked_contexts: Optional[Set[Tuple[st
         raise fail("parent", "a stage cannot be its own parent")
     if stage.kind not in KINDS:
         raise fail("kind", f"{stage.kind!r} is not one of {', '.join(KINDS)}")
-    if not isinstance(stage.base_image_arg, str) or not _ARG_NAME.match(stage.base_image_arg):
+    if not isinstance(stage.base_image_arg, str) or not ARG_NAME.match(stage.base_image_arg):
         raise fail("base_image_arg", f"{stage.base_image_arg!r} is not a valid build-arg name")
 
     context = stage.context
@@ -128,7 +128,7 @@ def validate(stage: object, plugin: str, checked_contexts: Optional[Set[Tuple[st
         if checked_contexts is not None:
             checked_contexts.add(checked)
 
-    args = _check_mapping(stage, "args", fail, key_re=_ARG_NAME)
+    args = _check_mapping(stage, "args", fail, key_re=ARG_NAME)
     labels = _check_mapping(stage, "labels", fail, key_re=None)
     uses = _check_mapping(stage, "uses", fail, key_re=_CONTEXT_NAME)
     contexts = _check_mapping(stage, "contexts", fail, key_re=_CONTEXT_NAME)

@@ -37,12 +37,11 @@ import re
 from typing import Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from bake.errors import StageError
-from bake.plan.names import check_reference, check_tag
+from bake.plan.names import ARG_NAME, check_reference, check_tag
 from bake.plan.stage import Stage, dependencies
 
 _AXIS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
-_ARG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _FIELD = re.compile(r"\{([^{}]*)\}")
 
 
@@ -82,7 +81,7 @@ def check(stage, fail: Callable[[str, str], Exception]) -> dict:
     for axis, arg in args.items():
         if axis not in axes:
             raise fail("variant_args", f"{axis!r} is not an axis ({', '.join(axes) or 'none declared'})")
-        if not isinstance(arg, str) or not _ARG_NAME.match(arg):
+        if not isinstance(arg, str) or not ARG_NAME.match(arg):
             raise fail("variant_args", f"axis {axis!r}: {arg!r} is not a valid build-arg name")
     if axes and stage.variant is not None:
         raise fail("variant", "a stage with variants gets its variant tag from variant_format; drop 'variant'")
