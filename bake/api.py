@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import AbstractSet, Dict, FrozenSet, Optional, Sequence
+from typing import AbstractSet, Dict, FrozenSet, Optional, Sequence, Tuple
 
 import pluggy
 
@@ -130,8 +130,13 @@ def _targets_of(stage) -> list:
     return [name for name, _ in target_names(stage)]
 
 
-def render(composition: Composition, fmt: str = "hcl", filename: str = "docker-bake.hcl") -> str:
+def render(composition: Composition, fmt: str = "hcl", filename: str = "docker-bake.hcl",
+           environment: Sequence[Tuple[str, str]] = ()) -> str:
     """The plan file's text in ``fmt`` (``hcl`` through ``docker-bake.hcl.tmpl``, or ``json``).
+
+    :param environment: ``(variable, text)`` of the ``BAKE_PLAN_*`` settings in force
+        (:attr:`bake.settings.merge.Settings.environment`), written in the HCL header (JSON has
+        no comments).
 
     Same composition, same bytes. :raises ValueError: an unknown format.
     """
@@ -139,5 +144,5 @@ def render(composition: Composition, fmt: str = "hcl", filename: str = "docker-b
         return to_json(composition.plan)
     if fmt == "hcl":
         return to_hcl(composition.plan, template_path(), composition.requested,
-                      filename=[filename, *composition.bake_files])
+                      filename=[filename, *composition.bake_files], environment=environment)
     raise ValueError(f"unknown plan format {fmt!r}")

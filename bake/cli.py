@@ -280,6 +280,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         given = vars(args)
         _stdout_for_the_document(args)
         settings = gather(args.command or "plan", given)
+        for warning in settings.warnings:  # a misspelt BAKE_PLAN_* variable: said, not fatal (pip ignores unknown PIP_*)
+            print(f"bake-plan: warning: {one_line(redact(warning))}", file=sys.stderr)
         if settings.sources:
             use_manifest(settings.sources)
         return COMMAND_FUNCTIONS[settings.command](settings)

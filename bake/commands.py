@@ -52,7 +52,7 @@ def write_plan(settings: Settings, composition: Composition, summary_to: TextIO)
     summary of its targets to ``summary_to``. :returns: where the plan went."""
     output = settings.output or DEFAULT_FILES[settings.format]
     filename = os.path.basename(output) if output != "-" else DEFAULT_FILES[settings.format]
-    write_atomic(output, render(composition, settings.format, filename=filename))
+    write_atomic(output, render(composition, settings.format, filename=filename, environment=settings.environment))
     plan = composition.plan
     built = plan["group"]["default"]["targets"]
     where = "stdout" if output == "-" else output

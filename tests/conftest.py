@@ -39,8 +39,13 @@ def stray_plugins() -> list:
 def pytest_configure(config):
     """The CLI run in subprocesses blocks the stray plugins through the block list it reads
     (``$BAKE_PLAN_PLUGINS_DISABLE``, :mod:`bake.settings.merge`); set before collection, so a
-    test module's copy of the environment has it too."""
-    from bake.settings.merge import ENV_PLUGINS_DISABLE
+    test module's copy of the environment has it too. The shell's ``BAKE_PLAN_<SETTING>``
+    variables (``BAKE_PLAN_REGISTRY``…) would change every plan the tests make: removed; a test
+    that wants one sets it."""
+    from bake.settings.merge import ENV_PLUGINS_DISABLE, ENVIRONMENT
+
+    for variable in ENVIRONMENT.values():
+        os.environ.pop(variable, None)
 
     strays = stray_plugins()
     if strays:
@@ -255,7 +260,7 @@ class Engine:
 @pytest.fixture(scope="session")
 def engine():
     """The engine at ``DOCKER_HOST`` (default: the socket ``scripts/test-engine`` starts) and the
-    registry at ``BAKE_PLAN_REGISTRY`` (default ``localhost:5555``). Skips when either is down,
+    registry at ``BAKE_PLAN_TEST_REGISTRY`` (default ``localhost:5555``). Skips when either is down,
     except under ``CI=true``."""
     import urllib.request
 
@@ -263,7 +268,7 @@ def engine():
         os.environ["DOCKER_HOST"] = f"unix://{ENGINE_SOCKET}"
     if shutil.which("docker") is None or subprocess.run(["docker", "info"], capture_output=True, timeout=60).returncode:
         _missing("a Docker engine (scripts/test-engine up)")
-    registry = os.environ.get("BAKE_PLAN_REGISTRY", "localhost:5555")
+    registry = os.environ.get("BAKE_PLAN_TEST_REGISTRY", "localhost:5555")
     try:
         urllib.request.urlopen(f"http://{registry}/v2/", timeout=10).close()
     except OSError:

@@ -26,7 +26,7 @@ import re
 import shlex
 import string
 from pathlib import Path
-from typing import Iterable, Sequence, Union
+from typing import Iterable, Sequence, Tuple, Union
 
 from bake.errors import BakePlanError
 from bake.plan.checks import PLAN_BLOCKS, check_attribute_name
@@ -162,12 +162,16 @@ class _PlanTemplate(string.Template):
 
 
 def to_hcl(plan: dict, template: Path, requested: Iterable[str],
-           filename: Union[str, Sequence[str]] = "docker-bake.hcl") -> str:
+           filename: Union[str, Sequence[str]] = "docker-bake.hcl",
+           environment: Sequence[Tuple[str, str]] = ()) -> str:
     """The plan as HCL, laid out by ``template`` (placeholders ``@groups``, ``@targets``,
-    ``@version``, ``@requested``, ``@date``, ``@filename``, ``@allow``).
+    ``@version``, ``@requested``, ``@date``, ``@environment``, ``@filename``, ``@allow``).
 
     :param filename: the plan file's name, or the bake files to pass (the plan's first): in the
         header as ``-f`` arguments, each one shell word, as are the ``--allow=fs.read=`` flags.
+    :param environment: ``(variable, text)`` pairs of the environment's settings the plan was
+        made with (``BAKE_PLAN_REGISTRY``…): in the header as ``NAME=VALUE``, the value one shell
+        word, so the line can prefix the command again; ``no setting`` when there is none.
     :raises KeyError: the template names a placeholder that does not exist.
     :raises BakePlanError: a block or attribute name bake does not have (:func:`check_names`).
     """
@@ -189,6 +193,7 @@ def to_hcl(plan: dict, template: Path, requested: Iterable[str],
         allow=" ".join(shell_word(f"--allow=fs.read={d}") for d in local_dirs(plan)),
         requested=comment(", ".join(requested)),
         date=comment(created[:10]),
+        environment=" ".join(f"{name}={shell_word(text)}" for name, text in environment) or "no setting",
         filename=" -f ".join(shell_word(f) for f in files),
         groups=groups.rstrip("\n"),
         targets=targets.rstrip("\n"),

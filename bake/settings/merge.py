@@ -2,8 +2,10 @@
 into one checked :class:`Settings`.
 
 :func:`gather` is the only reader of the command line's values (a plain mapping the CLI makes from
-argparse) and of ``SOURCE_DATE_EPOCH``; every value goes through its one parser in
-:mod:`bake.settings.values`. What comes out is fully checked: nothing below reads flags again.
+argparse), of the ``BAKE_PLAN_<SETTING>`` variables (:data:`ENVIRONMENT`) and of
+``SOURCE_DATE_EPOCH``; every value goes through its one parser in :mod:`bake.settings.values`,
+whichever of the three it came from. What comes out is fully checked: nothing below reads flags
+or variables again.
 (``BAKE_PLAN_SOURCES`` stays the sources manifest's own default, :func:`bake.pip.sources.manifest_path`,
 because plugins read the manifest under the library too, without settings.)
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import difflib
 import os
 from pathlib import Path
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
@@ -22,7 +25,7 @@ from bake.plan.overrides import StageOverride
 from bake.plan.plugins import CORE_PLUGINS, entry_point_names
 from bake.plan.secrets import SecretSpec
 from bake.settings import values
-from bake.settings.file import CONFIG_FILE, PYPROJECT, FileConfig, bare_or_quoted, load
+from bake.settings.file import CONFIG_FILE, PYPROJECT, SCHEMA, FileConfig, bare_or_quoted, load
 
 DEFAULT = "default"
 """The Python version ``bake-plan wheelhouse`` fetches wheels for without ``--python-version``."""
@@ -67,10 +70,34 @@ TARGET_COMMANDS = ("plan", "build", "publish", "matrix", "lock", "graph", "wheel
 WHEELHOUSE_COMMANDS = ("plan", "build")
 """Commands whose plan sends the wheelhouse (``--wheelhouse``, ``wheelhouse = "DIR"``) to the build."""
 
-ENV_PLUGINS_DISABLE = "BAKE_PLAN_PLUGINS_DISABLE"
+ENV_PREFIX = "BAKE_PLAN_"
+
+
+def env_variable(key: str) -> str:
+    """The environment variable of a configuration key: ``BAKE_PLAN_`` and the key in capitals,
+    ``-`` and ``.`` written ``_`` (``cache-from-branch`` → ``BAKE_PLAN_CACHE_FROM_BRANCH``,
+    ``plugins.disable`` → ``BAKE_PLAN_PLUGINS_DISABLE``), as pip names ``--index-url``
+    ``PIP_INDEX_URL``."""
+    return ENV_PREFIX + key.replace("-", "_").replace(".", "_").upper()
+
+
+ENVIRONMENT = {key: env_variable(key) for key in FLAGS}
+"""Configuration key → the ``BAKE_PLAN_<SETTING>`` variable that sets it, between the file and the
+flag: every key a flag sets (a key added to :data:`FLAGS` gets its variable). The text reads as
+the file key's shape (:data:`bake.settings.file.SCHEMA`) says, through the flag's parser
+(:func:`_from_text`). An empty variable is unset (pip and docker read an empty one so)."""
+
+ENV_PLUGINS_DISABLE = env_variable("plugins.disable")
 """An environment variable naming installed plugins not to load (a comma list of entry-point
 names), added to ``plugins.disable``: one environment (a CI job, a test run) can keep out a
 plugin installed beside bake-plan without a configuration file (tox's block list, likewise)."""
+
+ENV_SOURCES = "BAKE_PLAN_SOURCES"
+"""The sources manifest's variable (``--sources`` beats it), read by :mod:`bake.pip.sources`,
+which plugins use without settings; named here for the plan's header and the typo check."""
+
+OTHER_VARIABLES = (ENV_SOURCES, "BAKE_PLAN_CHECKOUTS")
+"""bake-plan's variables read outside the settings (:mod:`bake.pip.sources`): never a typo."""
 
 _NOT_EMPTY = {  # argparse dest → (the option, what an empty value is): "" is a mistake, not "not given"
     "output": ("-o", "empty path"), "config": ("--config", "empty path"), "sources": ("--sources", "empty path"),
@@ -92,7 +119,7 @@ _PIP_OPTIONS = (("index_url", "--index-url"), ("extra_index_url", "--extra-index
 @dataclasses.dataclass(frozen=True)
 class Setting:
     """A merged value and where it came from (``default``, ``<file>:<table>``, ``--flag``,
-    ``env SOURCE_DATE_EPOCH``)."""
+    ``env BAKE_PLAN_REGISTRY``, ``env SOURCE_DATE_EPOCH``)."""
 
     value: Any
     source: str
@@ -108,7 +135,9 @@ class Settings:
     build day; ``None`` for commands without one) and ``date_source`` (``env SOURCE_DATE_EPOCH``
     or the policy's source), ``base_images`` (``(original, replacement)``
     pairs), ``cache_from_branch``, ``metadata_targets``, ``blocked_plugins`` (entry-point names not
-    to load), ``not_secret``. The rest belong to one command or a few, and keep their defaults
+    to load), ``not_secret``, ``environment`` (``(variable, text)`` of each ``BAKE_PLAN_*``
+    variable in force, for the plan's header) and ``warnings`` (lines for the CLI to print: a
+    ``BAKE_PLAN_*`` variable that looks like a misspelt setting). The rest belong to one command or a few, and keep their defaults
     elsewhere: plan and build (``cache_branch``, ``from_registry``, ``digests`` target → sha256
     digest, ``parents`` target → what its ``--parent-report`` says, ``secrets``, ``metadata_bake_files``, ``format``, ``output``, ``locked``,
     ``locks_dir``, ``sources`` the manifest), build (``push``, ``pull``, ``load``, ``builder``, ``metadata_file``, ``sitrep_dir``),
@@ -132,6 +161,8 @@ class Settings:
     metadata_targets: Tuple[str, ...] = ()
     blocked_plugins: Tuple[str, ...] = ()
     not_secret: FrozenSet[str] = frozenset()
+    environment: Tuple[Tuple[str, str], ...] = ()
+    warnings: Tuple[str, ...] = ()
     cache_branch: Optional[str] = None
     from_registry: bool = False
     digests: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -190,7 +221,10 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
 
     :param given: the command line's values by argparse ``dest`` (``registry``, ``platform``,
         ``base_image``, ``secret``…); a flag that was not given is absent or ``None``.
-    :raises UsageError: a bad flag or environment value, or a missing one (no target).
+    :param environ: the environment: the ``BAKE_PLAN_<SETTING>`` variables (:data:`ENVIRONMENT`),
+        ``BAKE_PLAN_PLUGINS_DISABLE``, ``SOURCE_DATE_EPOCH``, and ``--secret``'s variables.
+    :raises UsageError: a bad flag or environment value (``env BAKE_PLAN_PULL: …``), or a missing
+        one (no target).
     :raises ConfigError: a bad configuration file or value in it.
     """
     flag = given.get
@@ -199,11 +233,13 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
     if command == "build" and flag("output") == "-":
         raise UsageError("build needs a plan file: -o - is for `bake-plan plan`")
     file = load(flag("config"))
-    provenance = _merge(file, given)
+    provenance = _merge(file, given, environ)
     _disable_from_environment(provenance, environ)
+    environment, warnings = _in_force(provenance, given, environ), tuple(_misspelt(environ))
     stages = _overrides(file)
     if command == "bump":
-        return Settings(command, provenance, file, sources=sources, names=tuple(flag("names") or ()))
+        return Settings(command, provenance, file, sources=sources, names=tuple(flag("names") or ()),
+                        environment=environment, warnings=warnings)
     targets = provenance["targets"].value
     if command in TARGET_COMMANDS and not targets:
         raise UsageError(f"no target: pass --target T, or set targets = [...] in {CONFIG_FILE} "
@@ -232,7 +268,8 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
     wheelhouse = provenance["wheelhouse"].value
     if wheelhouse is not None and command in WHEELHOUSE_COMMANDS:
         source = provenance["wheelhouse"].source
-        wheelhouse = values.existing_wheelhouse(wheelhouse, source if source.startswith("--") else f"{source}: wheelhouse")
+        wheelhouse = values.existing_wheelhouse(
+            wheelhouse, source if source.startswith(("--", "env ")) else f"{source}: wheelhouse")
     output, fmt = flag("output"), flag("format")
     if command in ("plan", "build"):
         fmt = values.plan_format(output, fmt, "-o")
@@ -246,6 +283,7 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
         date=date, date_source=date_source, base_images=tuple(provenance["base-images"].value.items()),
         cache_from_branch=provenance["cache-from-branch"].value, metadata_targets=provenance["metadata-targets"].value,
         blocked_plugins=blocked, not_secret=frozenset(flag("not_secret") or ()),
+        environment=environment, warnings=warnings,
         cache_branch=values.branch(cache_branch, "--cache-branch") if cache_branch is not None else None,
         from_registry=bool(flag("from_registry")), digests=digests, parents=parents, secrets=secrets,
         metadata_bake_files=tuple(flag("metadata_bake_file") or ()), format=fmt or "hcl",
@@ -264,9 +302,9 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
     )
 
 
-def _merge(file: Optional[FileConfig], given: Mapping[str, Any]) -> Dict[str, Setting]:
-    """Configuration key → :class:`Setting`: defaults, then the file's values, then the flags',
-    each through its parser."""
+def _merge(file: Optional[FileConfig], given: Mapping[str, Any], environ: Mapping[str, str]) -> Dict[str, Setting]:
+    """Configuration key → :class:`Setting`: defaults, then the file's values, then the
+    environment's (:data:`ENVIRONMENT`), then the flags', each through its parser."""
     merged = {key: Setting(value, DEFAULT) for key, value in DEFAULTS.items()}
     if file is not None:
         for key, value in file.data.items():
@@ -277,14 +315,41 @@ def _merge(file: Optional[FileConfig], given: Mapping[str, Any]) -> Dict[str, Se
                 where = _file_where(file, key)
                 base = file.path.resolve().parent if key == "wheelhouse" else None
                 merged[key] = Setting(_parse(key, value, where, base), file.where())
+    for key, variable in ENVIRONMENT.items():
+        text = environ.get(variable, "")
+        if text:  # an empty variable is unset (pip, docker): `VAR= bake-plan …`, or CI's unset `${{ vars.X }}`
+            where = f"env {variable}"
+            merged[key] = Setting(_parse_given(key, _from_text(key, text, where), where), where)
     for key, dest in _FLAG_VALUES.items():
         value = given.get(dest)
         if value is None or (key in ("platforms", "base-images") and not value):
             continue
-        if key == "base-images":
-            value = values.base_image_flags(value)
-        merged[key] = Setting(_parse(key, value, FLAGS[key]), FLAGS[key])
+        merged[key] = Setting(_parse_given(key, value, FLAGS[key]), FLAGS[key])
     return merged
+
+
+def _from_text(key: str, text: str, where: str) -> Any:
+    """A variable's text as the key's flag gives it, by the file key's shape (:data:`SCHEMA`):
+    a list key takes it as one flag value (``BAKE_PLAN_PLATFORMS=linux/amd64,linux/arm64``, a
+    comma list, as ``--platform`` takes one); a table (``base-images``) as comma-separated
+    ``ORIGINAL=REPLACEMENT`` values (an image reference holds no comma); a boolean through
+    :func:`bake.settings.values.boolean`; any other as it is."""
+    shape = SCHEMA[key]
+    if shape == "bool":
+        return values.boolean(text, where)
+    if shape == "table":
+        return text.split(",")
+    if shape in ("values", "strs"):
+        return [text]
+    return text
+
+
+def _parse_given(key: str, value: Any, where: str) -> Any:
+    """A flag's (or a variable's) value through its parser: ``--base-image``'s
+    ``ORIGINAL=REPLACEMENT`` values first become the file's table."""
+    if key == "base-images":
+        value = values.base_image_flags(value, where)
+    return _parse(key, value, where)
 
 
 def _parse(key: str, value: Any, where: str, base: Optional[Path] = None) -> Any:
@@ -332,6 +397,45 @@ def _disable_from_environment(provenance: Dict[str, Setting], environ: Mapping[s
     current = provenance["plugins.disable"]
     source = where if current.source == DEFAULT else f"{current.source} + {where}"
     provenance["plugins.disable"] = Setting(tuple(dict.fromkeys((*current.value, *added))), source)
+
+
+def _in_force(provenance: Mapping[str, Setting], given: Mapping[str, Any],
+              environ: Mapping[str, str]) -> Tuple[Tuple[str, str], ...]:
+    """``(variable, text)`` of each ``BAKE_PLAN_*`` variable whose value is in force (no flag beat
+    it): the settings of :data:`ENVIRONMENT`, ``BAKE_PLAN_PLUGINS_DISABLE`` and, without
+    ``--sources``, ``BAKE_PLAN_SOURCES``. The plan's header writes them, so that the plan can be
+    made again (``docs/security.md``)."""
+    used = [(variable, environ[variable]) for key, variable in ENVIRONMENT.items()
+            if provenance[key].source == f"env {variable}"]
+    if f"env {ENV_PLUGINS_DISABLE}" in provenance["plugins.disable"].source:
+        used.append((ENV_PLUGINS_DISABLE, environ[ENV_PLUGINS_DISABLE]))
+    if environ.get(ENV_SOURCES) and not given.get("sources"):
+        used.append((ENV_SOURCES, environ[ENV_SOURCES]))
+    return tuple(used)
+
+
+def _misspelt(environ: Mapping[str, str]) -> List[str]:
+    """A warning for each variable named like a misspelt ``BAKE_PLAN_*`` setting: ``BAKE_PLAN_``
+    in any case, not one bake-plan reads, and at most two characters away from one
+    (``BAKE_PLAN_REGISTY``, ``BAKE_PLAN_PLATFORM``, ``bake_plan_registry``). Other
+    ``BAKE_PLAN_*`` names are left alone, as pip leaves unknown ``PIP_*`` ones: plugins and
+    tools name their own variables so (``BAKE_PLAN_BENCH_STAGES``)."""
+    known = sorted({*ENVIRONMENT.values(), ENV_PLUGINS_DISABLE, *OTHER_VARIABLES})
+    out = []
+    for name in sorted(environ):
+        if name in known or not name.upper().startswith(ENV_PREFIX):
+            continue
+        near = [variable for variable in known if _characters_apart(name.upper(), variable) <= 2]
+        if near:
+            out.append(f"env {name} is not a bake-plan setting, so it is ignored{did_you_mean(name, near)}")
+    return out
+
+
+def _characters_apart(a: str, b: str) -> int:
+    """How many characters of the longer of ``a`` and ``b`` are not in their common subsequence
+    (:class:`difflib.SequenceMatcher`): 1 for a letter left out, added, changed or swapped."""
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    return max(len(a), len(b)) - sum(block.size for block in matcher.get_matching_blocks())
 
 
 def _overrides(file: Optional[FileConfig]) -> Tuple[StageOverride, ...]:

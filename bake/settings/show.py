@@ -62,7 +62,7 @@ def to_toml(settings: Settings) -> str:
     comment naming its source; unset values are comments. ``date`` is the policy (``auto``), with
     the day it gives today in its comment."""
     origin = settings.file.name if settings.file else "no configuration file"
-    lines = [f"# bake-plan configuration: built-in defaults < {origin} < command line", ""]
+    lines = [f"# bake-plan configuration: built-in defaults < {origin} < environment (BAKE_PLAN_*) < command line", ""]
     rows: List[Tuple[str, str]] = []
     for key in FLAGS:
         setting = settings.provenance[key]

@@ -89,6 +89,24 @@ def names(values: Sequence[str], where: Optional[str] = None, what: str = "name"
     return tuple(dict.fromkeys(out))
 
 
+_YES = ("1", "true", "yes", "on")
+_NO = ("0", "false", "no", "off")
+
+
+def boolean(value: str, where: str) -> bool:
+    """A yes/no setting written as text (an environment variable, ``BAKE_PLAN_PULL``): ``1``,
+    ``true``, ``yes``, ``on`` or ``0``, ``false``, ``no``, ``off``, any case (the words pip takes
+    for its ``PIP_*`` switches; the flag is ``--pull``/``--no-pull``, the file key a TOML boolean).
+
+    :raises UsageError: anything else, naming ``where``.
+    """
+    if _filled(value, where).strip().lower() in _YES:
+        return True
+    if value.strip().lower() in _NO:
+        return False
+    raise error(where, f"{value!r} is not a boolean ({'/'.join(_YES)} or {'/'.join(_NO)})")
+
+
 EPOCH_DAY = datetime.date(1970, 1, 1)
 """The first day a plan can have: every target's ``SOURCE_DATE_EPOCH`` is its midnight in Unix
 seconds, which the reproducible-builds spec (and buildx) read as a non-negative integer."""
