@@ -9,8 +9,9 @@ filesystem root, the first directory holding ``bake-plan.toml`` (its top-level k
 precedence of the tool's own file). A name that exists but is not a regular file (a directory, a
 FIFO, a dangling symlink, a loop) is an error, not skipped; ``/dev/null`` is an empty file.
 
-Precedence: a command-line flag beats the file; the file beats the built-in default. Each merged
-value carries its source: ``default``, ``<file>:<table>``, ``--flag`` or ``env SOURCE_DATE_EPOCH``.
+Precedence: a command-line flag beats the environment's ``BAKE_PLAN_<SETTING>`` variable, which
+beats the file; the file beats the built-in default. Each merged value carries its source:
+``default``, ``<file>:<table>``, ``env BAKE_PLAN_REGISTRY``, ``--flag`` or ``env SOURCE_DATE_EPOCH``.
 
 Keys (``bake-plan config`` prints them merged)::
 
