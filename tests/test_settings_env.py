@@ -164,6 +164,12 @@ def test_targets_from_the_environment_are_named_in_errors_and_plan_without_a_fla
     assert set(json.loads(out.stdout)["target"]) == {"base-mealkit", "base"}
 
 
+def test_every_command_takes_them_as_it_takes_the_file(cli, tmp_path):
+    out = cli("matrix", "--format", "json", cwd=tmp_path, check=True,
+              env=env(BAKE_PLAN_TARGETS="base", BAKE_PLAN_PLATFORMS="linux/arm64")).stdout
+    assert [(job["stage"], job["platform"]) for job in json.loads(out)["include"]] == [("base", "linux/arm64")]
+
+
 def test_the_hcl_header_records_the_variables_in_force(cli, tmp_path):
     environ = env(BAKE_PLAN_REGISTRY="localhost:5555/env", BAKE_PLAN_DATE="2026-11-29",
                   BAKE_PLAN_CACHE_FROM_BRANCH="branch/x", BAKE_PLAN_PLATFORMS="linux/arm64")

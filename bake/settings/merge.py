@@ -334,7 +334,7 @@ def _from_text(key: str, text: str, where: str) -> Any:
     comma list, as ``--platform`` takes one); a table (``base-images``) as comma-separated
     ``ORIGINAL=REPLACEMENT`` values (an image reference holds no comma); a boolean through
     :func:`bake.settings.values.boolean`; any other as it is."""
-    shape = SCHEMA[key]
+    shape = SCHEMA.get(key)
     if shape == "bool":
         return values.boolean(text, where)
     if shape == "table":
