@@ -137,8 +137,8 @@ class Settings:
     pairs), ``cache_from_branch``, ``metadata_targets``, ``blocked_plugins`` (entry-point names not
     to load), ``not_secret``, ``environment`` (``(variable, text)`` of each ``BAKE_PLAN_*``
     variable in force, for the plan's header) and ``warnings`` (lines for the CLI to print: a
-    ``BAKE_PLAN_*`` variable that looks like a misspelt setting). The rest belong to one command or a few, and keep their defaults
-    elsewhere: plan and build (``cache_branch``, ``from_registry``, ``digests`` target → sha256
+    ``BAKE_PLAN_*`` variable that looks like a misspelt setting). The rest belong to one command
+    or a few, and keep their defaults elsewhere: plan and build (``cache_branch``, ``from_registry``, ``digests`` target → sha256
     digest, ``parents`` target → what its ``--parent-report`` says, ``secrets``, ``metadata_bake_files``, ``format``, ``output``, ``locked``,
     ``locks_dir``, ``sources`` the manifest), build (``push``, ``pull``, ``load``, ``builder``, ``metadata_file``, ``sitrep_dir``),
     publish (``dry_run``), matrix (``format``, ``wave``), lock (``python``, ``pip_args``), bump (``names``),
