@@ -194,3 +194,28 @@ def test_a_broken_plugin_names_how_to_disable_it(cli, make_plugin, tmp_path, sou
     (tmp_path / "docker-bake.hcl").unlink(missing_ok=True)
     (tmp_path / "bake-plan.toml").write_text('[plugins]\ndisable = ["broken"]\n')
     assert cli(*command, cwd=tmp_path, pythonpath=[site], env=env).returncode == 0
+
+
+# --- the pytest fixtures ----------------------------------------------------------------------
+
+def _pytest_in(directory, ini: str) -> str:
+    """Run pytest (with bake-plan's fixtures, loaded through the pytest11 entry point) on a test
+    asking for ``bake_plan_plan`` in a project whose ``pyproject.toml`` holds ``ini``."""
+    (directory / "pyproject.toml").write_text(ini)
+    (directory / "test_it.py").write_text("def test_plan(bake_plan_plan):\n    assert bake_plan_plan['target']\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", ENV_PLUGINS_DISABLE))}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_it.py"],
+                          cwd=directory, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    return proc.stdout
+
+
+def test_the_fixtures_say_what_is_missing(tmp_path):
+    (tmp_path / "none").mkdir()
+    out = _pytest_in(tmp_path / "none", "[project]\nname = 'x'\n\n[tool.pytest.ini_options]\n")
+    assert ("bake-plan fixtures: no plugin under test: declare [project.entry-points.bake_plan] in pyproject.toml, "
+            "or set the ini option bake_plan_plugins") in out
+    (tmp_path / "missing").mkdir()
+    out = _pytest_in(tmp_path / "missing", "[tool.pytest.ini_options]\nbake_plan_plugins = ['not-installed']\n")
+    assert "no installed bake_plan entry point named not-installed" in out
+    assert "pip install the plugin first" in out
