@@ -14,7 +14,7 @@ import pluggy
 
 from bake.errors import StageError, UsageError
 from bake.plan import dockerfile
-from bake.plan.compose import WHEELHOUSE, Composition, PlanOptions, compose, ignores_lock, uses_named_context
+from bake.plan.compose import BAKE_SCRIPTS, WHEELHOUSE, Composition, PlanOptions, compose, ignores_lock, uses_named_context
 from bake.plan.overrides import StageOverride, apply_overrides
 from bake.plan.plugins import Hooks, get_plugin_manager
 from bake.plan.render import to_hcl, to_json
@@ -72,6 +72,7 @@ def make_plan(
         _check_targets(stages, options.targets, targets_from)
     if options.wheelhouse is not None:
         options = dataclasses.replace(options, wheelhouse_users=wheelhouse_users(stages))
+    options = dataclasses.replace(options, bake_scripts_users=context_users(stages, BAKE_SCRIPTS))
     composition = compose(stages, options, hooks)
     check_sources(composition.chain)  # a bad manifest entry fails only the plans that use it
     if locks_dir is not None:
@@ -120,8 +121,14 @@ def dockerfile_text(stage: Stage) -> Optional[str]:
 def wheelhouse_users(stages: Dict[str, Stage]) -> FrozenSet[str]:
     """Names of the stages whose Dockerfile uses the ``wheelhouse`` named context
     (:func:`bake.plan.compose.uses_named_context`): the ones ``--wheelhouse`` is given to."""
-    return frozenset(name for name, stage in stages.items()
-                     if uses_named_context(dockerfile_text(stage) or "", WHEELHOUSE))
+    return context_users(stages, WHEELHOUSE)
+
+
+def context_users(stages: Dict[str, Stage], name: str) -> FrozenSet[str]:
+    """Names of the stages whose Dockerfile uses the named context ``name`` (a placeholder stage
+    of that name, a mount or a copy from it: :func:`bake.plan.compose.uses_named_context`)."""
+    return frozenset(stage_name for stage_name, stage in stages.items()
+                     if uses_named_context(dockerfile_text(stage) or "", name))
 
 
 def _targets_of(stage) -> list:

@@ -275,6 +275,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the ``bake-plan`` console script. Returns the exit status."""
     given: dict = {}
     _terminate_like_ctrl_c()
+    _plugin_warnings_as_lines()
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
         given = vars(args)
@@ -316,6 +317,24 @@ def _stdout_for_the_document(args: argparse.Namespace) -> None:
         wanted = command in ("matrix", "config", "stages")
     if wanted:
         claim_stdout()
+
+
+def _plugin_warnings_as_lines() -> None:
+    """A plugin's warning (:class:`bake.plan.plugins.PluginWarning`) is one ``bake-plan: warning:``
+    line on stderr, not Python's two-line ``file:line: …`` form."""
+    import warnings
+
+    from bake.plan.plugins import PluginWarning
+
+    show = warnings.showwarning
+
+    def one_line_for_plugins(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, PluginWarning):
+            print(f"bake-plan: warning: {one_line(str(message))}", file=sys.stderr)
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = one_line_for_plugins
 
 
 def _terminate_like_ctrl_c() -> None:

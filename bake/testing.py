@@ -14,18 +14,27 @@ nothing mocked. A plugin's tests see bake-plan's built-in stages (so a stage can
         assert targets["my-stage-mealkit"]["contexts"]["base"] == "target:jax-mealkit"
 
 Plugins may be modules or instances of classes with ``@hookimpl`` methods, so one test can add
-an inline plugin next to the one under test.
+an inline plugin next to the one under test. A plugin module that is installed is named as the
+command line names it, by its entry point's name (``stage.plugin``, error lines); anything else
+by its module's or class's name.
+
+The fixtures pytest loads through bake-plan's ``pytest11`` entry point (``bake_plan_plan`` and
+the others) are in :mod:`bake.pytest_plugin`.
 """
 
 from __future__ import annotations
 
 import datetime
-from typing import Optional, Sequence
+from pathlib import Path
+from typing import List, Optional, Sequence
 
 import pluggy
 
 from bake.api import make_plan, render
+from bake.documents import read_toml
+from bake.errors import UsageError
 from bake.plan import policies
+from bake.plan.hookspecs import PROJECT
 from bake.plan.compose import Composition, PlanOptions
 from bake.plan.plugins import entry_point_names, get_plugin_manager
 
@@ -45,6 +54,36 @@ def plugin_manager(*plugins: object, builtins: bool = True) -> pluggy.PluginMana
         blocked = set(entry_point_names()) - set(entry_point_names(builtin_only=True))
         return get_plugin_manager(plugins=plugins, blocked=blocked)
     return get_plugin_manager(load_entrypoints=False, plugins=[policies, *plugins])
+
+
+def installed_plugin_manager(*names: str) -> pluggy.PluginManager:
+    """A fresh plugin manager with bake-plan's built-in stages and default policies and the
+    installed plugins of entry-point ``names``, loaded as the command line loads them (other
+    installed plugins are not).
+
+    :raises bake.errors.UsageError: a name no installed ``bake_plan`` entry point has (is the
+        plugin ``pip install``-ed?).
+    :raises bake.errors.PluginError: a plugin fails to load.
+    """
+    installed = entry_point_names()
+    missing = [n for n in names if n not in installed]
+    if missing:
+        raise UsageError(f"no installed bake_plan entry point named {', '.join(missing)} "
+                         f"(installed: {', '.join(installed)}); pip install the plugin first")
+    keep = set(names) | set(entry_point_names(builtin_only=True))
+    return get_plugin_manager(blocked=[n for n in installed if n not in keep])
+
+
+def project_plugin_names(pyproject: Path) -> List[str]:
+    """The entry-point names a ``pyproject.toml`` declares under ``[project.entry-points.bake_plan]``
+    (what ``pip install`` of that project registers), sorted; empty without the file or the table.
+
+    :raises bake.errors.BakePlanError: the file is not TOML.
+    """
+    if not pyproject.is_file():
+        return []
+    table = read_toml(pyproject).get("project", {}).get("entry-points", {}).get(PROJECT, {})
+    return sorted(table) if isinstance(table, dict) else []
 
 
 def compose_plan(

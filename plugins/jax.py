@@ -10,6 +10,7 @@ mode), and for ``bake-plan lock`` the host checkouts the ``-e file:///opt/…`` 
 """
 
 from bake import Stage, hookimpl
+from bake_plan_plugins import REGISTRY
 from bake.pip.sources import host_paths, patch_contexts, requirement, source
 from bake.resources import stage_dir
 
@@ -19,6 +20,7 @@ def bake_plan_stages():
     return [
         Stage(
             name="jax",
+            registry=REGISTRY,
             image="jax",
             context=stage_dir("jax"),
             parent="base",

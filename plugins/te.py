@@ -7,6 +7,7 @@ meal kit image"). The commit comes from ``stages/sources.toml``.
 """
 
 from bake import Stage, hookimpl
+from bake_plan_plugins import REGISTRY
 from bake.pip.sources import patch_contexts, source
 from bake.resources import stage_dir
 
@@ -16,6 +17,7 @@ def bake_plan_stages():
     return [
         Stage(
             name="te",
+            registry=REGISTRY,
             kind="single",
             target="wheel",
             context=stage_dir("te"),

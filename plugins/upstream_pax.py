@@ -4,6 +4,7 @@ lingvo wheels, selected by ``TARGETARCH``). Both sources' commits come from ``st
 ``pip-vcs`` source: a ``fiddle @ git+…@<commit>`` line, no clone)."""
 
 from bake import Stage, hookimpl
+from bake_plan_plugins import REGISTRY
 from bake.pip.sources import host_paths, patch_contexts, requirement, source
 from bake.resources import stage_dir
 
@@ -13,6 +14,7 @@ def bake_plan_stages():
     return [
         Stage(
             name="upstream-pax",
+            registry=REGISTRY,
             image="upstream-pax",
             context=stage_dir("upstream-pax"),
             parent="jax",

@@ -1,6 +1,7 @@
 """``upstream-t5x``: T5X at ``/opt/t5x`` on the jax meal kit, at the commit ``stages/sources.toml`` pins."""
 
 from bake import Stage, hookimpl
+from bake_plan_plugins import REGISTRY
 from bake.pip.sources import host_paths, patch_contexts, requirement, source
 from bake.resources import stage_dir
 
@@ -10,6 +11,7 @@ def bake_plan_stages():
     return [
         Stage(
             name="upstream-t5x",
+            registry=REGISTRY,
             image="upstream-t5x",
             context=stage_dir("upstream-t5x"),
             parent="jax",

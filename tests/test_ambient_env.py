@@ -42,7 +42,7 @@ from bake.resources import stage_dir
 LITERALS = {LITERALS!r}
 @hookimpl
 def bake_plan_stages():
-    return [Stage(name="leaky", image="leaky", parent="jax", context=stage_dir("jax"), args=LITERALS,
+    return [Stage(registry="ghcr.io/nvidia", name="leaky", image="leaky", parent="jax", context=stage_dir("jax"), args=LITERALS,
                   labels={{"org.example." + k.lower(): v for k, v in LITERALS.items()}},
                   requirements=("pkg @ https://example.com/${{HOME}}/pkg.whl",))]
 """, name="leaky")

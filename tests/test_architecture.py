@@ -39,6 +39,7 @@ LAYERS: Tuple[Tuple[int, str], ...] = (
     (3, "bake.settings.*"),
     (4, "bake.api"),
     (5, "bake.testing"),
+    (5, "bake.pytest_plugin"),
     (5, "bake.commands"),
     (5, "bake.cli"),
 )

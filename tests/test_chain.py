@@ -53,7 +53,7 @@ def families(draw):
     for name in names:
         parent = draw(st.none() | others.filter(lambda n, me=name: n != me))
         uses = draw(st.dictionaries(st.sampled_from(["a", "b", "c"]), others, max_size=2))
-        stages[name] = Stage(name=name, context=CONTEXT, parent=parent, uses=uses, plugin="p")
+        stages[name] = Stage(registry="ghcr.io/nvidia", name=name, context=CONTEXT, parent=parent, uses=uses, plugin="p")
     roots = draw(st.lists(st.sampled_from(names), min_size=1, max_size=4, unique=True))
     return stages, roots
 
@@ -88,7 +88,7 @@ class DeepChain:
     @hookimpl
     def bake_plan_stages(self):
         return [
-            Stage(name=f"deep-{i}", image=f"deep-{i}", parent=f"deep-{i - 1}" if i else None,
+            Stage(registry="ghcr.io/nvidia", name=f"deep-{i}", image=f"deep-{i}", parent=f"deep-{i - 1}" if i else None,
                   base_image=None if i else "python:3.11-slim", context=CONTEXT)
             for i in range(DEPTH)
         ]

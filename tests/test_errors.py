@@ -46,7 +46,7 @@ def plugin_with(make_plugin, body: str, name: str):
     return make_plugin(STAGE_IMPORTS + f"""
 @hookimpl
 def bake_plan_stages():
-    fields = dict(name="odd", image="odd", parent="jax", context=stage_dir("jax"))
+    fields = dict(name="odd", image="odd", parent="jax", context=stage_dir("jax"), registry="ghcr.io/nvidia")
 {body}
     return [Stage(**fields)]
 """, name=name)
@@ -384,7 +384,7 @@ def test_unknown_source_field(cli, make_plugin, tmp_path):
     ("name", '"has space"', "stage name 'has space' must match"),
     ("image", '"Upper/Case"', "field 'image'"),
     ("image", "42", "field 'image': expected a non-empty string, got int"),
-    ("registry", "None", "field 'registry': expected a non-empty string, got NoneType"),
+    ("registry", '""', "field 'registry': expected a non-empty string, got str"),
     ("registry", '"https://ghcr.io"', "field 'registry'"),
     ("base_image", '"Not An Image!"', "field 'base_image'"),
     ("platforms", '("linux/amd64", "plan9/386")', "field 'platforms'"),
@@ -404,7 +404,7 @@ def test_unknown_source_field(cli, make_plugin, tmp_path):
     ("sources", '(Source("lower", "https://x.example/x.git"),)', "source 'lower': name must be upper-case"),
     ("uses", '{"base": "te"}', "field 'contexts': the named context 'base' is reserved"),
     ("contexts", '{"ctx": "relative"}', "field 'contexts'"),
-], ids=["name-int", "name-space", "image-upper-case", "image-int", "registry-none", "registry-url",
+], ids=["name-int", "name-space", "image-upper-case", "image-int", "registry-empty", "registry-url",
         "base-image-bad-ref", "platforms-unknown", "platforms-a-string", "platforms-empty", "args-int-value",
         "args-bad-name", "args-a-list", "labels-none-value", "kind", "context-relative", "context-missing",
         "dockerfile-missing", "variant-space", "requirements-newline", "sources-dict", "sources-lower-case",

@@ -38,7 +38,7 @@ def test_stages_hook_adds_a_stage():
     class Plugin:
         @hookimpl
         def bake_plan_stages(self):
-            return [Stage(name="extra", image="extra", parent="base", context=stage_dir("jax"))]
+            return [Stage(registry="ghcr.io/nvidia", name="extra", image="extra", parent="base", context=stage_dir("jax"))]
 
     targets = plan_with(Plugin(), targets=("extra",))
     assert list(targets) == ["base-mealkit", "base", "extra-mealkit", "extra"]

@@ -25,7 +25,7 @@ def bake_plan_stages():
 
     def stage(name, parent=None, lines=(), **kw):
         where = dict(parent=parent) if parent else dict(base_image="python:3.11-slim-bookworm")
-        return Stage(name=name, image=name, context=ctx, requirements=tuple(lines), **where, **kw)
+        return Stage(registry="ghcr.io/nvidia", name=name, image=name, context=ctx, requirements=tuple(lines), **where, **kw)
 
     return [
         stage("lt-a", lines=["beta"]),
@@ -232,7 +232,7 @@ from bake.resources import stage_dir
 
 @hookimpl
 def bake_plan_stages():
-    return [Stage(name="vcs", image="vcs", parent="base", context=stage_dir("jax"),
+    return [Stage(registry="ghcr.io/nvidia", name="vcs", image="vcs", parent="base", context=stage_dir("jax"),
                   requirements=("numpy<2", "{line}"))]
 """
 
@@ -321,7 +321,7 @@ def bake_plan_stages():
 
     def stage(name, parent=None, lines=(), **kw):
         where = dict(parent=parent) if parent else dict(base_image="python:3.9-slim-bookworm")
-        return Stage(name=name, image=name, context=ctx, requirements=tuple(lines), **where, **kw)
+        return Stage(registry="ghcr.io/nvidia", name=name, image=name, context=ctx, requirements=tuple(lines), **where, **kw)
 
     return [
         stage("py-a", lines=['alpha<2; python_version < "3.10"'], python="3.9"),
@@ -475,7 +475,7 @@ def test_locked_is_refused_for_a_final_stage_that_would_ignore_the_lock(cli, mak
 from bake import Stage, hookimpl
 @hookimpl
 def bake_plan_stages():
-    return [Stage(name="nolock", image="nolock", base_image="busybox", context={str(tmp_path)!r},
+    return [Stage(registry="ghcr.io/nvidia", name="nolock", image="nolock", base_image="busybox", context={str(tmp_path)!r},
                   platforms=("linux/amd64",), dockerfile_inline={dockerfile!r})]
 """, name="nolock-plugin")
     assert cli("lock", "--target", "nolock", cwd=tmp_path, pythonpath=[site]).returncode == 0
@@ -493,7 +493,7 @@ from bake import Stage, hookimpl
 from bake.resources import stage_dir
 @hookimpl
 def bake_plan_stages():
-    return [Stage(name="py-other", image="py-other", base_image="python:3.11-slim", python="3.11",
+    return [Stage(registry="ghcr.io/nvidia", name="py-other", image="py-other", base_image="python:3.11-slim", python="3.11",
                   context=str(stage_dir("base")), platforms=("linux/amd64",))]
 """, name="py-other")
     assert cli("lock", "--target", "py-other", cwd=tmp_path, pythonpath=[site]).returncode == 0

@@ -153,7 +153,7 @@ import os
 from bake import Stage, hookimpl
 @hookimpl
 def bake_plan_stages():
-    return [Stage(name="quick", image="quick", kind="single", context=os.path.dirname(__file__),
+    return [Stage(registry="ghcr.io/nvidia", name="quick", image="quick", kind="single", context=os.path.dirname(__file__),
                   base_image="busybox:1.36", platforms=("linux/amd64",), dockerfile_inline={QUICK!r})]
 """, name="builder-check")
     args = ["build", "--target", "quick", "--format", "json", "-o", "plan.json", "--sitrep-dir", "sitrep",

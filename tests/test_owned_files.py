@@ -35,10 +35,10 @@ from bake.resources import stage_dir
 def bake_plan_stages():
     ctx = stage_dir("jax")
     base = dict(context=ctx, base_image="python:3.11-slim-bookworm")
-    stages = [Stage(name="ow", image="ow", **base)]
+    stages = [Stage(registry="ghcr.io/nvidia", name="ow", image="ow", **base)]
     if os.environ.get("OWNED_COLLIDE"):
-        stages += [Stage(name="cx", image="cx", requirements=('zeta; platform_machine == "aarch64"',), **base),
-                   Stage(name="cx-amd64", image="cx-amd64", **base)]
+        stages += [Stage(registry="ghcr.io/nvidia", name="cx", image="cx", requirements=('zeta; platform_machine == "aarch64"',), **base),
+                   Stage(registry="ghcr.io/nvidia", name="cx-amd64", image="cx-amd64", **base)]
     return stages
 """
 

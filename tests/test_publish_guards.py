@@ -11,8 +11,8 @@ from bake import Stage, hookimpl
 from bake.resources import stage_dir
 @hookimpl
 def bake_plan_stages():
-    return [Stage(name="one", image="shared", parent="base", context=str(stage_dir("jax"))),
-            Stage(name="two", image={image!r}, parent="base", context=str(stage_dir("jax")))]
+    return [Stage(registry="ghcr.io/nvidia", name="one", image="shared", parent="base", context=str(stage_dir("jax"))),
+            Stage(registry="ghcr.io/nvidia", name="two", image={image!r}, parent="base", context=str(stage_dir("jax")))]
 """
 
 

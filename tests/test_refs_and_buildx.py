@@ -144,7 +144,7 @@ RUN --mount=from=one,target=/one --mount=from=two,target=/two --mount=from=three
 '''
 @hookimpl
 def bake_plan_stages():
-    return [Stage(name="spellings", image="spellings", kind="single", context=os.path.dirname(__file__),
+    return [Stage(registry="ghcr.io/nvidia", name="spellings", image="spellings", kind="single", context=os.path.dirname(__file__),
                   platforms=("linux/amd64",), dockerfile_inline=DOCKERFILE)]
 """)
     stand_in = f"{engine.registry}/{STAND_IN}"
@@ -192,13 +192,13 @@ HERE = os.path.dirname(__file__)
 @hookimpl
 def bake_plan_stages():
     return [
-        Stage(name="ob-root", image="ob-root", kind="single", context=HERE,
+        Stage(registry="ghcr.io/nvidia", name="ob-root", image="ob-root", kind="single", context=HERE,
               platforms=("linux/amd64", "linux/arm64", "linux/riscv64"),
               dockerfile_inline="FROM scratch\\nCOPY {module}.py /root.py\\n"),
-        Stage(name="ob-fewer", image="ob-fewer", kind="single", context=HERE, parent="ob-root",
+        Stage(registry="ghcr.io/nvidia", name="ob-fewer", image="ob-fewer", kind="single", context=HERE, parent="ob-root",
               platforms=("linux/amd64", "linux/arm64"),
               dockerfile_inline="FROM base\\nCOPY {module}.py /fewer.py\\n"),
-        Stage(name="ob-twice", image="ob-twice", kind="single", context=HERE, parent="ob-root",
+        Stage(registry="ghcr.io/nvidia", name="ob-twice", image="ob-twice", kind="single", context=HERE, parent="ob-root",
               uses={{"also": "ob-root"}}, platforms=("linux/amd64", "linux/arm64", "linux/riscv64"),
               dockerfile_inline="FROM base\\nCOPY --from=also /root.py /also.py\\n"),
     ]

@@ -51,7 +51,7 @@ def test_a_plugin_that_puts_a_secret_value_in_an_arg_is_refused(cli, make_plugin
 import os
 @hookimpl
 def bake_plan_stages():
-    return [Stage(name="leaks", image="leaks", parent="jax", context=stage_dir("jax"),
+    return [Stage(registry="ghcr.io/nvidia", name="leaks", image="leaks", parent="jax", context=stage_dir("jax"),
                   args={"BUILD_FLAVOUR": "x-" + os.environ.get("ODD_VALUE", "") + "-y"})]
 """, name="leaky-plugin")
     env = dict(os.environ, ODD_VALUE="correct horse battery staple")
@@ -118,7 +118,7 @@ def test_credential_looking_args_and_labels_are_refused(cli, make_plugin, tmp_pa
     site = make_plugin(STAGE_IMPORTS + f"""
 @hookimpl
 def bake_plan_stages():
-    return [Stage(name="creds", image="creds", parent="jax", context=stage_dir("jax"), {code})]
+    return [Stage(registry="ghcr.io/nvidia", name="creds", image="creds", parent="jax", context=stage_dir("jax"), {code})]
 """, name="cred-plugin")
     proc = cli("--target", "creds", cwd=tmp_path, pythonpath=[site])
     assert_one_line_error(proc, "plugin 'cred-plugin'", "stage 'creds'", "looks like", "--secret", *needles,
@@ -131,7 +131,7 @@ def test_not_secret_lets_a_name_through(cli, make_plugin, tmp_path):
     site = make_plugin(STAGE_IMPORTS + """
 @hookimpl
 def bake_plan_stages():
-    return [Stage(name="tok", image="tok", parent="jax", context=stage_dir("jax"), args={"PAD_TOKEN": "<pad>"})]
+    return [Stage(registry="ghcr.io/nvidia", name="tok", image="tok", parent="jax", context=stage_dir("jax"), args={"PAD_TOKEN": "<pad>"})]
 """, name="tokenizer")
     proc = cli("--target", "tok", cwd=tmp_path, pythonpath=[site])
     assert_one_line_error(proc, "arg 'PAD_TOKEN'", "--not-secret PAD_TOKEN", cwd=tmp_path)

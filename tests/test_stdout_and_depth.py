@@ -224,12 +224,12 @@ def _chain(depth: int = DEPTH, published_every: int = 1, variants_at_root: bool 
     class Chain:
         @hookimpl
         def bake_plan_stages(self):
-            out = [Stage(name="s0", image="s0", kind="single", context=HERE, base_image="busybox:1.36",
+            out = [Stage(registry="ghcr.io/nvidia", name="s0", image="s0", kind="single", context=HERE, base_image="busybox:1.36",
                          platforms=("linux/amd64",), dockerfile_inline="ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n",
                          variants={"py": ("3.10", "3.11")} if variants_at_root else {})]
             for i in range(1, depth):
                 published = i % published_every == 0 or i == depth - 1
-                out.append(Stage(name=f"s{i}", image=f"s{i}" if published else None, kind="single", context=HERE,
+                out.append(Stage(registry="ghcr.io/nvidia", name=f"s{i}", image=f"s{i}" if published else None, kind="single", context=HERE,
                                  parent=f"s{i - 1}", platforms=("linux/amd64",),
                                  dockerfile_inline="ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n"))
             return out[::-1]
@@ -273,11 +273,11 @@ import os
 from bake import Stage, hookimpl
 @hookimpl
 def bake_plan_stages():
-    out = [Stage(name="s0", image="s0", kind="single", context=os.path.dirname(__file__),
+    out = [Stage(registry="ghcr.io/nvidia", name="s0", image="s0", kind="single", context=os.path.dirname(__file__),
                  base_image="busybox:1.36", platforms=("linux/amd64",), dockerfile_inline="ARG BASE_IMAGE\\nFROM ${BASE_IMAGE}\\n",
                  variants={"py": ("3.10", "3.11")})]
     for i in range(1, 1000):
-        out.append(Stage(name=f"s{i}", image=f"s{i}" if i % 2 == 0 or i == 999 else None, kind="single",
+        out.append(Stage(registry="ghcr.io/nvidia", name=f"s{i}", image=f"s{i}" if i % 2 == 0 or i == 999 else None, kind="single",
                          context=os.path.dirname(__file__), parent=f"s{i - 1}", platforms=("linux/amd64",),
                          dockerfile_inline="ARG BASE_IMAGE\\nFROM ${BASE_IMAGE}\\n"))
     return out[::-1]

@@ -341,7 +341,7 @@ import os
 from bake import Stage, hookimpl
 @hookimpl
 def bake_plan_stages():
-    return [Stage(name="chatty", image="chatty", kind="single", context=os.path.dirname(__file__),
+    return [Stage(registry="ghcr.io/nvidia", name="chatty", image="chatty", kind="single", context=os.path.dirname(__file__),
                   base_image="busybox:1.36", platforms=("linux/amd64",), dockerfile_inline={DOCKERFILE!r},
                   args={{"NONCE": {nonce!r}}})]
 """, name="chatty")

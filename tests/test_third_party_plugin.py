@@ -41,6 +41,7 @@ def test_installed_plugin_stage_in_a_plan(cli, leaf_site, buildx, tmp_path):
     assert leaf["contexts"] == {"base": "target:jax-mealkit"}
     assert leaf["args"]["LEAF_GREETING"] == "hello ${USER} %{ if } from the leaf"
     assert leaf["args"]["REQUIREMENTS"] == "numpy<2"
-    assert leaf["tags"] == ["ghcr.io/nvidia/my-leaf:mealkit", "ghcr.io/nvidia/my-leaf:mealkit-2026-11-29"]
+    assert leaf["tags"] == ["ghcr.io/acme/my-leaf:mealkit", "ghcr.io/acme/my-leaf:mealkit-2026-11-29"]  # its own registry
+    assert printed["target"]["jax-mealkit"]["tags"][0] == "ghcr.io/nvidia/jax:mealkit"  # the built-ins keep theirs
     assert leaf["context"] == str(leaf_site / "bake_plan_leaf" / "context")
     assert "jax-mealkit" in printed["target"]

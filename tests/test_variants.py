@@ -30,7 +30,7 @@ class Matrix:
     @hookimpl
     def bake_plan_stages(self):
         fields = dict(
-            name="toolchain", image="toolchain", context=stage_dir("base"),
+            name="toolchain", image="toolchain", context=stage_dir("base"), registry="ghcr.io/nvidia",
             base_image="nvcr.io/dev:{python}_cuda_{cuda}",
             variants={"python": ("3.10", "3.12"), "cuda": ("12.1", "12.4")},
             variant_format="dev-{python}_cuda_{cuda}",
@@ -40,9 +40,9 @@ class Matrix:
         fields.update(self.toolchain)
         return [
             Stage(**fields),
-            Stage(name="trainer", image="trainer", parent="toolchain", context=stage_dir("jax"),
+            Stage(registry="ghcr.io/nvidia", name="trainer", image="trainer", parent="toolchain", context=stage_dir("jax"),
                   args={"PYTHON_VERSION": "own value wins"}),
-            Stage(name="bench", image="bench", parent="trainer", context=stage_dir("jax"),
+            Stage(registry="ghcr.io/nvidia", name="bench", image="bench", parent="trainer", context=stage_dir("jax"),
                   variants={"batch": ("8", "64")}, variant_args={"batch": "BATCH"}),
         ]
 
@@ -140,7 +140,7 @@ def test_a_child_may_not_repeat_an_inherited_axis():
     class Child:
         @hookimpl
         def bake_plan_stages(self):
-            return [Stage(name="kid", image="kid", parent="toolchain", context=stage_dir("jax"),
+            return [Stage(registry="ghcr.io/nvidia", name="kid", image="kid", parent="toolchain", context=stage_dir("jax"),
                           variants={"cuda": ("12.1",)})]
 
     pm = get_plugin_manager(plugins=[Matrix(), Child()])
@@ -152,7 +152,7 @@ def test_a_variant_name_taken_by_another_stage_is_an_error():
     class Clash:
         @hookimpl
         def bake_plan_stages(self):
-            return [Stage(name="toolchain-3.10-12.1", image="other", parent="jax", context=stage_dir("jax"))]
+            return [Stage(registry="ghcr.io/nvidia", name="toolchain-3.10-12.1", image="other", parent="jax", context=stage_dir("jax"))]
 
     pm = get_plugin_manager(plugins=[Matrix(), Clash()])
     with pytest.raises(StageError, match="toolchain-3.10-12.1"):

@@ -73,10 +73,10 @@ def test_only_stages_whose_dockerfile_uses_it(make_plugin, tmp_path):
         @hookimpl
         def bake_plan_stages():
             return [
-                Stage(name="wh-uses", context="/", kind="single", base_image="busybox:1.36",
+                Stage(registry="ghcr.io/nvidia", name="wh-uses", context="/", kind="single", base_image="busybox:1.36",
                       dockerfile_inline="FROM scratch AS wheelhouse\\nFROM busybox:1.36\\n"
                                         "RUN --mount=from=wheelhouse,target=/w ls /w\\n"),
-                Stage(name="wh-not", context="/", kind="single", parent="wh-uses",
+                Stage(registry="ghcr.io/nvidia", name="wh-not", context="/", kind="single", parent="wh-uses",
                       dockerfile_inline="FROM base\\nRUN true\\n"),
             ]
     """)
@@ -175,9 +175,9 @@ WH_PLUGIN = """
     @hookimpl
     def bake_plan_stages():
         return [
-            Stage(name="wh-root", context=stage_dir("base"), base_image="busybox:1.36",
+            Stage(registry="ghcr.io/nvidia", name="wh-root", context=stage_dir("base"), base_image="busybox:1.36",
                   platforms=("linux/amd64", "linux/arm64"), requirements=("beta",)),
-            Stage(name="wh-leaf", context=stage_dir("base"), parent="wh-root", platforms=("linux/amd64",),
+            Stage(registry="ghcr.io/nvidia", name="wh-leaf", context=stage_dir("base"), parent="wh-root", platforms=("linux/amd64",),
                   requirements=("alpha<2",)),
         ]
 """

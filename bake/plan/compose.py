@@ -25,6 +25,7 @@ from bake.plan.names import (
 from bake.plan.plugins import THROUGH_A_WRAPPER, Hooks, changes, snapshot
 from bake.plan.secrets import SecretSpec
 from bake.plan.stage import Stage, dependencies
+from bake.resources import stages_dir
 
 FLAVOR_MEALKIT, FLAVOR_FINAL, FLAVOR_SINGLE = "mealkit", "final", "single"
 DEFAULT_GROUP = "default"
@@ -114,6 +115,9 @@ class PlanOptions:
         build installs only from it.
     :param wheelhouse_users: names of the stages whose Dockerfile uses the ``wheelhouse`` context
         (:func:`uses_named_context`; :func:`bake.api.make_plan` reads the Dockerfiles).
+    :param bake_scripts_users: names of the stages whose Dockerfile uses the ``bake-scripts``
+        context (:data:`BAKE_SCRIPTS`): every target of theirs gets bake-plan's helper scripts
+        there, unless the stage gives that context itself.
     """
 
     targets: Tuple[str, ...]
@@ -132,6 +136,7 @@ class PlanOptions:
     not_secret: FrozenSet[str] = frozenset()
     wheelhouse: Optional[str] = None
     wheelhouse_users: FrozenSet[str] = frozenset()
+    bake_scripts_users: FrozenSet[str] = frozenset()
 
     @property
     def arch(self) -> Optional[str]:
@@ -161,6 +166,17 @@ WHEELHOUSE_MOUNT = "/opt/wheelhouse"
 """Where the built-in Dockerfiles mount the ``wheelhouse`` context."""
 WHEELHOUSE_ARGS = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": WHEELHOUSE_MOUNT}
 """The args that make pip in the build install only from the mounted wheelhouse."""
+
+
+BAKE_SCRIPTS = "bake-scripts"
+"""The named context of bake-plan's helper scripts (``stages/scripts``: ``fetch-source.sh``,
+``write-requirements.sh``, ``pip-finalize.sh``), given to every stage whose Dockerfile uses it
+(``COPY --from=bake-scripts …``), so a root stage on any base image can install them."""
+
+
+def bake_scripts_dir() -> str:
+    """The directory the ``bake-scripts`` context holds: ``stages/scripts`` as installed."""
+    return str(stages_dir() / "scripts")
 
 
 PIP_LOCK = "pip-lock"
@@ -404,6 +420,8 @@ def compose(stages: Dict[str, Stage], options: PlanOptions, hooks: Hooks) -> Com
     # In per-job mode, the published ancestors this job takes from the registry.
     in_chain = {s.name for s in chain}
     pinned = [stages[d] for s in chain for d in dependencies(s) if d not in in_chain]
+    if options.registry is None:
+        _check_registries(pinned + chain)
 
     platforms: Dict[str, List[str]] = {}
     for stage in pinned + chain:
@@ -453,12 +471,27 @@ def compose(stages: Dict[str, Stage], options: PlanOptions, hooks: Hooks) -> Com
     return Composition(plan=plan, chain=chain, requested=requested, stages=stages)
 
 
+def _check_registries(stages: Sequence[Stage]) -> None:
+    """Every stage's tags and cache refs need a registry: its own, else the configured one.
+
+    :raises StageError: a stage without one (``Stage.registry`` is ``None``) and no ``--registry``.
+    """
+    for stage in stages:
+        if stage.registry is None:
+            raise StageError(f"plugin '{stage.plugin}', stage '{stage.name}': no registry for its tags and cache: "
+                             "pass --registry (or set registry in the configuration), or give the stage one "
+                             "(Stage(registry=...))")
+
+
 CACHE_ONLY = "type=cacheonly"
 """The output of a target without tags: built into the cache only (buildx's cacheonly exporter)."""
 
 
 def repository(stage: Stage, registry: Optional[str]) -> str:
-    """``<registry>/<image>`` of a stage; a stage without an image is named after itself."""
+    """``<registry>/<image>`` of a stage; a stage without an image is named after itself.
+
+    :param registry: the configured registry, which replaces the stage's own; one of the two is
+        set (:func:`compose` checks it first)."""
     return f"{registry or stage.registry}/{stage.image or target_name(stage.name).lower()}"
 
 
@@ -596,7 +629,9 @@ def _target(stage: Stage, tname: str, flavor: str, platforms: List[str], ctx: _C
         # `bake --print <stage>` as a dependency. The other contexts stay for the Dockerfile's
         # other stages (BuildKit's checks resolve them all).
         contexts["mealkit"] = "target:" + output_target(stage)
-    contexts.update(stage.contexts)
+    if stage.name in options.bake_scripts_users:
+        contexts[BAKE_SCRIPTS] = bake_scripts_dir()
+    contexts.update(stage.contexts)  # a stage's own bake-scripts (its own copy of them) wins
     wheelhouse = options.wheelhouse is not None and stage.name in options.wheelhouse_users
     if wheelhouse:
         contexts[WHEELHOUSE] = options.wheelhouse

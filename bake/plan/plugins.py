@@ -12,6 +12,8 @@ import datetime
 import difflib
 import re
 import sys
+import types
+import warnings
 from importlib import metadata
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
@@ -63,11 +65,68 @@ def get_plugin_manager(
                 dist = _dist_name(ep) or "?"
                 raise PluginError(
                     f"plugin '{ep.name}' (from {dist}, {ep.value}) failed to load: {type(err).__name__}: {err}"
+                    f"{disable_hint(ep.name)}"
                 ) from None
             _register(pm, plugin, ep.name)
     for plugin in plugins:
-        _register(pm, plugin, None)
+        _register(pm, plugin, entry_point_name_of(plugin))
     return pm
+
+
+ENV_PLUGINS_DISABLE = "BAKE_PLAN_PLUGINS_DISABLE"
+"""The environment variable whose comma-separated entry-point names join ``plugins.disable``
+(read in :mod:`bake.settings.merge`; named here for the error lines)."""
+
+
+def disable_hint(name: Optional[str]) -> str:
+    """What ends the error line of a broken plugin: how to run without it (its entry-point name in
+    the configuration's ``plugins.disable``, or in ``$BAKE_PLAN_PLUGINS_DISABLE``). Empty for a
+    plugin registered without an entry-point name, and for bake-plan's own default policies."""
+    if not name or name.isdigit() or name in CORE_PLUGINS:
+        return ""
+    return (f" (to run without it: plugins.disable = [\"{name}\"] in the configuration, "
+            f"or {ENV_PLUGINS_DISABLE}={name})")
+
+
+def entry_point_name_of(plugin: object) -> Optional[str]:
+    """The name of the installed ``bake_plan`` entry point that loads ``plugin`` (a module named
+    ``module`` or an object ``module:attr``), so a plugin passed as an object (``bake.testing``) is
+    named as the command line names it; ``None`` when no entry point loads it."""
+    module = getattr(plugin, "__name__", None) if isinstance(plugin, types.ModuleType) else None
+    for ep in _entry_points():
+        mod, _, attr = ep.value.partition(":")
+        mod, attr = mod.strip(), attr.strip()
+        if module is not None and not attr and mod == module:
+            return ep.name
+        loaded = sys.modules.get(mod)
+        if attr and loaded is not None and _attribute(loaded, attr) is plugin:
+            return ep.name
+    return None
+
+
+def _attribute(obj: object, dotted: str) -> object:
+    for part in dotted.split("."):
+        obj = getattr(obj, part, None)
+    return obj
+
+
+class PluginWarning(UserWarning):
+    """A plugin mistake that does not stop the run: a ``bake_plan_*`` function not marked
+    ``@hookimpl``, which pluggy ignores. The command line shows it as one ``bake-plan: warning:``
+    line on stderr; pytest collects it (``pytest.warns(PluginWarning)``)."""
+
+
+def _warn_unmarked(pm: pluggy.PluginManager, plugin: object, name: str) -> None:
+    """Warn about each ``bake_plan_*`` callable of ``plugin`` that pluggy does not take for a hook
+    implementation (no ``@hookimpl``): it would never be called, silently."""
+    for attr in sorted(dir(plugin)):
+        if not attr.startswith(PROJECT + "_"):
+            continue
+        value = getattr(plugin, attr, None)
+        if callable(value) and not isinstance(value, type) and pm.parse_hookimpl_opts(plugin, attr) is None:
+            warnings.warn(PluginWarning(
+                f"plugin '{name}': {attr} is not marked @hookimpl, so bake-plan never calls it "
+                "(from bake import hookimpl; @hookimpl above the def)"), stacklevel=2)
 
 
 BUILTIN_MODULES = ("bake", "bake_plan_plugins")
@@ -96,18 +155,21 @@ def _entry_points():
 
 
 def _register(pm: pluggy.PluginManager, plugin: object, name: Optional[str]) -> None:
+    if name is not None and pm.is_blocked(name):
+        pm.unblock(name)  # passed as an object: wanted, though its entry point is not loaded
     try:
         pm.register(plugin, name=name)
     except ValueError as err:
-        raise PluginError(f"plugin '{name or plugin}' could not be registered: {err}") from None
+        raise PluginError(f"plugin '{name or plugin}' could not be registered: {err}{disable_hint(name)}") from None
     except pluggy.PluginValidationError as err:
-        raise PluginError(f"plugin '{name or plugin}': {err}") from None
+        raise PluginError(f"plugin '{name or plugin}': {err}{disable_hint(name)}") from None
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as err:
         raise PluginError(
-            f"plugin '{pm.get_name(plugin)}' implements a hook bake-plan does not have: {err}"
+            f"plugin '{pm.get_name(plugin)}' implements a hook bake-plan does not have: {err}{disable_hint(name)}"
         ) from None
+    _warn_unmarked(pm, plugin, name or _label(plugin))
 
 
 class Hooks:
@@ -136,12 +198,14 @@ class Hooks:
             except KeyboardInterrupt:
                 raise
             except BaseException as err:  # SystemExit, GeneratorExit: still the plugin's, one line
-                raise PluginError(f"plugin '{plugin}' raised {type(err).__name__} in bake_plan_stages: {err}") from None
+                raise PluginError(f"plugin '{plugin}' raised {type(err).__name__} in bake_plan_stages: {err}"
+                                  f"{disable_hint(impl.plugin_name)}") from None
             if returned is None:
                 continue
             if isinstance(returned, Stage) or not isinstance(returned, (list, tuple)):
                 raise PluginError(
                     f"plugin '{plugin}': bake_plan_stages returned {type(returned).__name__}, expected a list of bake.Stage"
+                    f"{disable_hint(impl.plugin_name)}"
                 )
             for item in returned:
                 stage = validate(item, plugin)
@@ -190,6 +254,7 @@ class Hooks:
             except BaseException as err:
                 raise PluginError(
                     f"plugin '{plugin_label(impl)}' raised {type(err).__name__} in {hook}{where}: {err}"
+                    f"{disable_hint(impl.plugin_name)}"
                 ) from None
             self._after(plugin_label(impl), hook, where, observe)
             if answer is None:
@@ -339,10 +404,12 @@ def plugin_label(impl) -> str:
     point's name), or for a plugin registered without one (pluggy names it by ``id()``) its
     module's or class's name."""
     name = impl.plugin_name
-    if name.isdigit():
-        plugin = impl.plugin
-        name = getattr(plugin, "__name__", None) or type(plugin).__name__
-    return name
+    return _label(impl.plugin) if name.isdigit() else name
+
+
+def _label(plugin: object) -> str:
+    """A plugin registered without a name: its module's or class's name."""
+    return getattr(plugin, "__name__", None) or type(plugin).__name__
 
 
 def _by(plugin: Optional[str]) -> str:

@@ -62,7 +62,11 @@ class Stage:
         ``stages/``, see :func:`bake.resources.stage_dir`) or a URL buildx accepts.
     :param image: repository under the registry (``jax`` → ``ghcr.io/nvidia/jax``); ``None`` for a
         stage that is only consumed by others (no tags, not pushed).
-    :param registry: default registry and namespace; ``--registry`` replaces it.
+    :param registry: the stage's registry and namespace (``ghcr.io/acme``); ``--registry`` (or the
+        configuration's ``registry``) replaces it. ``None`` (the default): the configured registry,
+        and a plan without one is refused for this stage (:func:`bake.plan.compose.compose`), so
+        a third-party image never lands in another vendor's namespace (bake-plan's built-in
+        stages give their own, ``bake_plan_plugins.REGISTRY``).
     :param parent: the stage this one builds on (its meal kit, through the ``base`` named context).
     :param base_image: the external image a root stage starts from, passed as ``base_image_arg``.
     :param kind: ``"mealkit"`` (targets ``<name>-mealkit`` and ``<name>``) or ``"single"``.
@@ -101,7 +105,7 @@ class Stage:
     name: str
     context: Union[str, Path]
     image: Optional[str] = None
-    registry: str = "ghcr.io/nvidia"
+    registry: Optional[str] = None
     parent: Optional[str] = None
     base_image: Optional[str] = None
     base_image_arg: str = "BASE_IMAGE"

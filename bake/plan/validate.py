@@ -77,9 +77,10 @@ def validate(stage: object, plugin: str, checked_contexts: Optional[Set[Tuple[st
         raise StageError(
             f"plugin '{plugin}': stage name {stage.name!r} must match [A-Za-z0-9][A-Za-z0-9_.-]*"
         )
-    _check_str(stage, "registry", fail, optional=False)
+    _check_str(stage, "registry", fail, optional=True)
     try:
-        check_registry(stage.registry)
+        if stage.registry is not None:
+            check_registry(stage.registry)
     except ValueError as err:
         raise fail("registry", str(err)) from None
     for fld in ("image", "parent", "base_image", "dockerfile_inline", "target", "variant", "cache_scope"):

@@ -151,6 +151,24 @@ def bake(
                    interrupted=interrupted)
 
 
+def print_plan(plan_file: Path, targets: Sequence[str]) -> dict:
+    """``docker buildx bake -f PLAN --print TARGETS``: the plan as buildx reads it (its JSON, every
+    target the given ones need), nothing built.
+
+    :raises EngineError: the docker CLI or buildx is missing, or buildx refuses the plan (its last
+        error line).
+    """
+    from python_on_whales import DockerException, docker
+    from python_on_whales.client_config import ClientNotFoundError
+
+    try:
+        return docker.buildx.bake(targets=list(targets), files=[str(plan_file)], print=True)
+    except DockerException as err:
+        raise EngineError(f"buildx bake --print {plan_file}: {last_text_line(err.stderr or '') or err}") from None
+    except (FileNotFoundError, ClientNotFoundError) as err:
+        raise EngineError(f"the docker CLI was not found: {err}") from None
+
+
 def _stop_children(timeout: float = 20.0) -> None:
     """Send SIGINT to this process's children (the ``docker buildx bake`` python-on-whales started;
     buildx cancels its builds on SIGINT) and reap them, waiting up to ``timeout`` seconds.

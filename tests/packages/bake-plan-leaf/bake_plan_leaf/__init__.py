@@ -13,6 +13,7 @@ def bake_plan_stages():
         Stage(
             name="my-leaf",
             image="my-leaf",
+            registry="ghcr.io/acme",  # its own: without it, --registry (or the configuration's) is needed
             parent="jax",
             context=CONTEXT,
             requirements=("numpy<2",),
