@@ -77,7 +77,7 @@ def test_the_workflow_in_docs_is_what_bake_plan_writes_for_upstream_pax(cli, tmp
 
 
 def test_each_job_needs_exactly_the_jobs_its_matrix_entry_needs(cli, tmp_path, family_site):
-    for args, env in (((("--target", "upstream-pax"), None)), ((TWO_WAVES, family_env(family_site)))):
+    for args, env in ((("--target", "upstream-pax"), None), (TWO_WAVES, family_env(family_site))):
         repo = tmp_path / args[1]
         workflow = yaml.safe_load(generate(cli, repo, *args, env=env))
         entries = json.loads(cli("matrix", *args, "--format", "json", cwd=repo, env=env, check=True).stdout)["include"]
@@ -216,7 +216,3 @@ def test_matrix_flags_that_do_not_go_together(cli, tmp_path):
     assert one_line_error(proc) == "--check needs -o FILE: the committed file to compare with what bake-plan writes now"
     assert list(tmp_path.iterdir()) == []
 
-
-def test_a_wave_the_plan_does_not_have_is_refused_not_an_empty_matrix(cli, tmp_path, family_site):
-    proc = cli("matrix", *TWO_WAVES, "--wave", "2", cwd=tmp_path, env=family_env(family_site))
-    assert one_line_error(proc) == "--wave 2: the plan has waves 0–1"
