@@ -210,7 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "(docs/ci.md)")
     matrix.add_argument("--wave", type=int, metavar="N", help="only the jobs of wave N")
     matrix.add_argument("-o", "--output", default=None, metavar="FILE",
-                        help="file to write (default: stdout), e.g. .github/workflows/nightly.yml")
+                        help="file to write (default: stdout); --format github-workflow needs one, relative to the "
+                             "repository's root, e.g. .github/workflows/nightly.yml")
     matrix.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 if the -o FILE differs from what would be written (stale)")
     sub.add_parser("lock", parents=[_lock_arguments()],

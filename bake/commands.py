@@ -169,7 +169,7 @@ def _workflow(settings: Settings, entries) -> tuple:
     if settings.provenance["platforms"].source != "default":
         selection += [w for p in settings.platforms for w in ("--platform", p)]
     selection += [w for n in sorted(settings.not_secret) for w in ("--not-secret", n)]
-    regenerate = ["bake-plan", "matrix", *selection, "--format", "github-workflow", "-o", settings.output or "-"]
+    regenerate = ["bake-plan", "matrix", *selection, "--format", "github-workflow", "-o", settings.output]
     return render_workflow(entries, regenerate, selection), shlex.join(regenerate)
 
 

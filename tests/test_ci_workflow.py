@@ -214,5 +214,11 @@ def test_matrix_flags_that_do_not_go_together(cli, tmp_path):
                                     "--format github-workflow holds every wave")
     proc = cli("matrix", "--target", "upstream-pax", "--format", "github-workflow", "--check", cwd=tmp_path)
     assert one_line_error(proc) == "--check needs -o FILE: the committed file to compare with what bake-plan writes now"
+    for output in ([], ["-o", "-"], ["-o", str(tmp_path / "nightly.yml")]):  # its check step could not find it
+        proc = cli("matrix", "--target", "upstream-pax", "--format", "github-workflow", *output, cwd=tmp_path)
+        assert one_line_error(proc) == (
+            "--format github-workflow needs -o FILE relative to the repository's root "
+            "(e.g. -o .github/workflows/nightly.yml): the workflow checks that file is fresh")
+        assert proc.stdout == ""
     assert list(tmp_path.iterdir()) == []
 

@@ -268,7 +268,8 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
 
 
 def _matrix_flags(fmt: Optional[str], output: Optional[str], check: bool, wave: Optional[int]) -> None:
-    """``matrix``: ``--check`` compares a file, so it needs one; a workflow holds every wave.
+    """``matrix``: ``--check`` compares a file, so it needs one; a workflow holds every wave and
+    names its own file, relative to the repository's root.
 
     :raises UsageError: as said.
     """
@@ -277,6 +278,10 @@ def _matrix_flags(fmt: Optional[str], output: Optional[str], check: bool, wave: 
     if fmt == "github-workflow" and wave is not None:
         raise UsageError("--wave selects the jobs of one wave for --format github or json; "
                          "--format github-workflow holds every wave")
+    # The workflow's first job runs `matrix … -o FILE --check` from the repository's root.
+    if fmt == "github-workflow" and (output is None or output == "-" or os.path.isabs(output)):
+        raise UsageError("--format github-workflow needs -o FILE relative to the repository's root "
+                         "(e.g. -o .github/workflows/nightly.yml): the workflow checks that file is fresh")
 
 
 def _merge(file: Optional[FileConfig], given: Mapping[str, Any]) -> Dict[str, Setting]:
