@@ -204,9 +204,16 @@ def build_parser() -> argparse.ArgumentParser:
     matrix = sub.add_parser("matrix", help="print CI jobs (one per stage and arch) in dependency waves")
     _selection_arguments(matrix)
     _not_secret_argument(matrix)
-    matrix.add_argument("--format", choices=("github", "json"), default="github",
-                        help="github: one line for $GITHUB_OUTPUT / strategy.matrix; json: indented")
+    matrix.add_argument("--format", choices=("github", "json", "github-workflow"), default="github",
+                        help="github: one line for $GITHUB_OUTPUT / strategy.matrix; json: indented; "
+                             "github-workflow: a complete GitHub Actions workflow, one job per stage and arch "
+                             "(docs/ci.md)")
     matrix.add_argument("--wave", type=int, metavar="N", help="only the jobs of wave N")
+    matrix.add_argument("-o", "--output", default=None, metavar="FILE",
+                        help="file to write (default: stdout); --format github-workflow needs one, relative to the "
+                             "repository's root, e.g. .github/workflows/nightly.yml")
+    matrix.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 if the -o FILE differs from what would be written (stale)")
     sub.add_parser("lock", parents=[_lock_arguments()],
                    help="compile the chain's requirements on the host into <locks>/<target>.txt")
     sub.add_parser("wheelhouse", parents=[_wheelhouse_arguments()],

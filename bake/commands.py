@@ -122,22 +122,104 @@ def publish(settings: Settings) -> int:
 
 
 def matrix(settings: Settings) -> int:
-    """``bake-plan matrix``: CI jobs, one per stage and arch, in dependency waves."""
+    """``bake-plan matrix``: CI jobs, one per stage and arch, in dependency waves: the
+    ``{"include": [...]}`` of ``strategy.matrix`` (``github``, ``json``), or a whole GitHub Actions
+    workflow (``github-workflow``, :mod:`bake.plan.workflow`) written to ``-o`` (default stdout),
+    or with ``--check`` compared with it.
+
+    :returns: 0; 1 when ``--check`` finds the file stale or missing (:class:`bake.errors.StaleFile`).
+    """
     from bake.plan.matrix import jobs
 
     entries = jobs(compose(settings))
-    if settings.wave is not None:
-        waves = sorted({e["wave"] for e in entries})
-        if settings.wave not in waves:  # an empty matrix fails the GitHub job that reads it
-            from bake.errors import UsageError
+    rewrite = "the same command without --check"
+    if settings.format == "github-workflow":
+        text, rewrite = _workflow(settings, entries)
+    else:
+        if settings.wave is not None:
+            waves = sorted({e["wave"] for e in entries})
+            if settings.wave not in waves:  # an empty matrix fails the GitHub job that reads it
+                from bake.errors import UsageError
 
-            have = f"waves {waves[0]}–{waves[-1]}" if len(waves) > 1 else f"only wave {waves[0]}"
-            raise UsageError(f"--wave {settings.wave}: the plan has {have}")
-        entries = [e for e in entries if e["wave"] == settings.wave]
-    out = {"include": entries}
-    text = json.dumps(out, separators=(",", ":")) if settings.format == "github" else json.dumps(out, indent=2)
-    write_atomic("-", text + "\n", what="the matrix")
+                have = f"waves {waves[0]}–{waves[-1]}" if len(waves) > 1 else f"only wave {waves[0]}"
+                raise UsageError(f"--wave {settings.wave}: the plan has {have}")
+            entries = [e for e in entries if e["wave"] == settings.wave]
+        out = {"include": entries}
+        text = (json.dumps(out, separators=(",", ":")) if settings.format == "github" else json.dumps(out, indent=2)) + "\n"
+    if settings.check:
+        _check_file(settings.output, text, rewrite)
+        return 0
+    output = settings.output or "-"
+    if settings.format == "github-workflow" and output != "-":
+        _refuse_a_file_not_ours(output)
+    write_atomic(output, text, what="the workflow" if settings.format == "github-workflow" else "the matrix")
+    if output != "-":
+        print(f"bake-plan: wrote {len(entries)} build jobs to {output}", file=sys.stderr)
     return 0
+
+
+def _workflow(settings: Settings, entries) -> tuple:
+    """The workflow text of ``settings``' selection and the command that writes it: the command
+    names every target, platform and ``--not-secret``, so its ``--check`` reads the same family."""
+    import shlex
+
+    from bake.plan.workflow import render_workflow
+
+    selection = [w for t in settings.targets for w in ("--target", t)]
+    if settings.provenance["platforms"].source != "default":
+        selection += [w for p in settings.platforms for w in ("--platform", p)]
+    selection += [w for n in sorted(settings.not_secret) for w in ("--not-secret", n)]
+    regenerate = ["bake-plan", "matrix", *selection, "--format", "github-workflow", "-o", settings.output]
+    return render_workflow(entries, regenerate, selection), shlex.join(regenerate)
+
+
+def _refuse_a_file_not_ours(path: str) -> None:
+    """A workflow is replaced only when bake-plan wrote it (it starts with the header line)."""
+    from bake.owned import kind_of, not_ours
+    from bake.plan.workflow import HEADER
+
+    kind = kind_of(path)
+    if kind is None:
+        return
+    if kind == "file":
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                if handle.readline().rstrip("\n") == HEADER:
+                    return
+        except OSError:
+            pass
+    raise not_ours(path, kind, "the workflow")
+
+
+def _check_file(path: str, text: str, rewrite: str) -> None:
+    """``--check``: ``path`` holds exactly ``text``, else :class:`bake.errors.StaleFile` saying
+    where it first differs and the command (``rewrite``) that writes it."""
+    from bake.errors import StaleFile
+
+    if os.path.exists(path) and not os.path.isfile(path):  # a FIFO would block the read
+        raise StaleFile(f"--check: {path} is not a regular file")
+    try:
+        with open(path, encoding="utf-8", newline="") as handle:
+            have = handle.read()
+    except FileNotFoundError:
+        have = None
+    except (OSError, UnicodeDecodeError) as err:
+        raise StaleFile(f"--check: cannot read {path}: {getattr(err, 'strerror', None) or err}") from None
+    if have == text:
+        return
+    if have is None:
+        raise StaleFile(f"{path} does not exist: write it with: {rewrite}")
+    raise StaleFile(f"{path} is stale (line {_first_difference(have, text)} differs; the family or bake-plan "
+                    f"changed since it was written): write it again with: {rewrite}")
+
+
+def _first_difference(have: str, want: str) -> int:
+    """The 1-based number of the first line that differs."""
+    old, new = have.splitlines(), want.splitlines()
+    for number, (a, b) in enumerate(zip(old, new), 1):
+        if a != b:
+            return number
+    return min(len(old), len(new)) + 1
 
 
 def lock(settings: Settings) -> int:

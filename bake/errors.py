@@ -55,6 +55,13 @@ class LockConflict(LockError):
     requirement with the stage and plugin that contributed it (exit 1)."""
 
 
+class StaleFile(BakePlanError):
+    """``--check`` found a committed file (a generated CI workflow) missing or different from what
+    bake-plan writes now (exit 1, like ``black --check``: the input is fine, the file is not)."""
+
+    exit_status = 1
+
+
 class ConfigError(UsageError):
     """A configuration file is unreadable or malformed TOML, or names an unknown key, stage or
     plugin, or a value of the wrong shape (exit 2). The message names the file and the key."""

@@ -4,7 +4,8 @@ Each job runs ``bake-plan build --target <stage> --platform <platform> --from-re
 builds on its parents' published meal kits, pinned by digest from their sitreps: every job's
 parents are in earlier waves. Stages that publish no image (a wheel builder such as ``te``) are
 built inside the job of the stage that uses them. The output is what GitHub Actions'
-``strategy.matrix`` takes (``{"include": [...]}``).
+``strategy.matrix`` takes (``{"include": [...]}``); :mod:`bake.plan.workflow` writes them as the
+jobs of a whole workflow.
 """
 
 from __future__ import annotations

@@ -141,7 +141,7 @@ class Settings:
     or a few, and keep their defaults elsewhere: plan and build (``cache_branch``, ``from_registry``, ``digests`` target → sha256
     digest, ``parents`` target → what its ``--parent-report`` says, ``secrets``, ``metadata_bake_files``, ``format``, ``output``, ``locked``,
     ``locks_dir``, ``sources`` the manifest), build (``push``, ``pull``, ``load``, ``builder``, ``metadata_file``, ``sitrep_dir``),
-    publish (``dry_run``), matrix (``format``, ``wave``), lock (``python``, ``pip_args``), bump (``names``),
+    publish (``dry_run``), matrix (``format``, ``wave``, ``output``, ``check``), lock (``python``, ``pip_args``), bump (``names``),
     wheelhouse (``wheelhouse`` the directory, also plan and build's; ``python_version``; ``pip_args``;
     ``output``; ``locks_dir``),
     graph and config (``format``, ``output``).
@@ -182,6 +182,7 @@ class Settings:
     metadata_file: Optional[Path] = None
     sitrep_dir: Path = Path(".")
     wave: Optional[int] = None
+    check: bool = False
     python: Optional[str] = None
     pip_args: Tuple[str, ...] = ()
     names: Tuple[str, ...] = ()
@@ -273,6 +274,8 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
     output, fmt = flag("output"), flag("format")
     if command in ("plan", "build"):
         fmt = values.plan_format(output, fmt, "-o")
+    if command == "matrix":
+        _matrix_flags(fmt, output, bool(flag("check")), flag("wave"))
     cache_branch = flag("cache_branch")
     blocked = ()
     if command in TARGET_COMMANDS or command == "stages":
@@ -295,11 +298,28 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
         push=bool(flag("push")), dry_run=bool(flag("dry_run")), pull=_pull(provenance["pull"].value, bool(flag("push"))), load=bool(flag("load")), builder=flag("builder"),
         metadata_file=Path(flag("metadata_file")) if flag("metadata_file") else None,
         sitrep_dir=values.sitrep_dir(flag("sitrep_dir")) if flag("sitrep_dir") is not None else Path("."),
-        wave=flag("wave"), python=values.python(flag("python")) if flag("python") is not None else None,
+        wave=flag("wave"), check=bool(flag("check")), python=values.python(flag("python")) if flag("python") is not None else None,
         pip_args=_pip_args(given), wheelhouse=wheelhouse,
         python_version=values.python_version(flag("python_version"), "--python-version")
         if flag("python_version") is not None else None,
     )
+
+
+def _matrix_flags(fmt: Optional[str], output: Optional[str], check: bool, wave: Optional[int]) -> None:
+    """``matrix``: ``--check`` compares a file, so it needs one; a workflow holds every wave and
+    names its own file, relative to the repository's root.
+
+    :raises UsageError: as said.
+    """
+    if check and (output is None or output == "-"):
+        raise UsageError("--check needs -o FILE: the committed file to compare with what bake-plan writes now")
+    if fmt == "github-workflow" and wave is not None:
+        raise UsageError("--wave selects the jobs of one wave for --format github or json; "
+                         "--format github-workflow holds every wave")
+    # The workflow's first job runs `matrix … -o FILE --check` from the repository's root.
+    if fmt == "github-workflow" and (output is None or output == "-" or os.path.isabs(output)):
+        raise UsageError("--format github-workflow needs -o FILE relative to the repository's root "
+                         "(e.g. -o .github/workflows/nightly.yml): the workflow checks that file is fresh")
 
 
 def _merge(file: Optional[FileConfig], given: Mapping[str, Any], environ: Mapping[str, str]) -> Dict[str, Setting]:
