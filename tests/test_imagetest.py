@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from test_build_engine import wheelhouse  # noqa: F401  (the fixture: pip-tools and test wheels made on the host)
 from test_errors import assert_one_line_error
 
 from bake import ImageTest, Stage, hookimpl
@@ -90,6 +91,37 @@ def bake_plan_stages():
     proc = cli("test", "--target", "odd", cwd=tmp_path, pythonpath=[site])
     assert_one_line_error(proc, "plugin 'odd-tests', stage 'odd', field 'tests': test 'true': platform linux/arm64 "
                                 "is not one of the stage's (linux/amd64)", cwd=tmp_path)
+
+
+def _one_stage(make_plugin, tests: str, name: str) -> Path:
+    return make_plugin(f"""
+from bake import ImageTest, Stage, hookimpl
+@hookimpl
+def bake_plan_stages():
+    return [Stage(name="one", image="one", context={CONTEXT!r}, platforms=("linux/amd64",), tests={tests})]
+""", name=name)
+
+
+def test_a_stage_without_tests_passes_with_no_tests(cli, make_plugin, tmp_path):
+    site = _one_stage(make_plugin, "()", "no-tests")
+    proc = cli("test", "--target", "one", "--sitrep-dir", "r", cwd=tmp_path, pythonpath=[site],
+               env=dict(os.environ, DOCKER_HOST="unix:///nonexistent.sock"))  # nothing to run: no engine asked
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "bake-plan: one tests: no tests declared\n"
+    report = json.loads((tmp_path / "r" / "sitrep.json").read_text())
+    assert report["tests"]["total"] == 0 and report["outcome"] == "pass"
+    assert json.loads((tmp_path / "r" / "tests-badge.json").read_text())["message"] == "no tests"
+
+
+def test_tests_without_an_engine_are_one_line(cli, make_plugin, tmp_path):
+    site = _one_stage(make_plugin, '("true",)', "some-tests")
+    proc = cli("test", "--target", "one", cwd=tmp_path, pythonpath=[site],
+               env=dict(os.environ, DOCKER_HOST="unix:///nonexistent.sock"))
+    assert_one_line_error(proc, "cannot reach a Docker engine at unix:///nonexistent.sock")
+
+
+def test_an_unknown_target_is_one_line(cli, tmp_path):
+    assert_one_line_error(cli("test", "--target", "jaxx", cwd=tmp_path), "unknown target 'jaxx'", cwd=tmp_path)
 
 
 # --- which tests run where ---------------------------------------------------------------------
@@ -322,6 +354,12 @@ def test_tests_run_on_both_arches_and_the_sitrep_shows_each(engine, it):
     assert badge["message"] == "3/3 passed" and badge["color"] == "brightgreen"
     assert "bake-plan: it-root tests: 3/3 passed" in proc.stdout
 
+    # A new build: the old tests ran on the old images, so their badge and block go.
+    proc = it("build", "--push")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not (it.tmp / "sitrep" / "tests-badge.json").exists()
+    assert "tests" not in json.loads((it.tmp / "sitrep" / "sitrep.json").read_text())
+
 
 @pytest.mark.engine
 def test_per_arch_and_local_images_and_a_missing_one(engine, it):
@@ -364,3 +402,49 @@ def test_per_arch_and_local_images_and_a_missing_one(engine, it):
         engine.docker("image", "rm", "-f", f"{local}/it-root:latest-amd64", f"{local}/it-root:mealkit-amd64",
                       f"{local}/it-root:nightly-2026-11-29-amd64", f"{local}/it-root:mealkit-2026-11-29-amd64",
                       check=False)
+
+
+BASE_FAMILY = """
+import os
+from bake import Stage, hookimpl
+from bake.resources import stage_dir, stages_dir
+from bake_plan_plugins.base import SMOKE_TESTS
+
+
+@hookimpl
+def bake_plan_stages():
+    return [Stage(name="it-base", image="it-base", context=stage_dir("base"), base_image="python:3.11-slim-bookworm",
+                  registry="localhost:5555/imagetest", platforms=("linux/amd64",),
+                  args={"PIP_FIND_LINKS": "/opt/wheelhouse", "PIP_NO_INDEX": "1", "APT_PACKAGES": "python3 python3-venv"},
+                  contexts={"wheelhouse": os.environ["IT_WHEELHOUSE"], "scripts": str(stages_dir() / "scripts")},
+                  tests=SMOKE_TESTS)]
+"""
+
+
+@pytest.mark.engine
+def test_the_built_in_base_stages_tests_pass_in_its_image(engine, make_plugin, wheelhouse, tmp_path):  # noqa: F811
+    """The built-in ``base`` Dockerfile on the Python stand-in (what the engine can build of the
+    built-in family), with the base plugin's own smoke tests, loaded and tested locally."""
+    site = make_plugin(BASE_FAMILY, name="imagetest-base")
+    namespace = f"{engine.registry}/itbase{uuid.uuid4().hex[:8]}"
+    env = dict(os.environ, PYTHONPATH=str(site), IT_WHEELHOUSE=str(wheelhouse[0]))
+    common = ["--target", "it-base", "--registry", namespace, "--date", "2026-11-29", "--config", os.devnull,
+              "--platform", "linux/amd64", "--sitrep-dir", str(tmp_path / "sitrep")]
+    run = lambda *args: subprocess.run([str(_console()), *args], cwd=tmp_path, env=env, capture_output=True,  # noqa: E731
+                                       text=True, timeout=900)
+    proc = run("build", *common, "--load", "--base-image",
+               f"python:3.11-slim-bookworm={engine.registry}/stand-in/python:bookworm")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    try:
+        proc = run("test", *common, "--local")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        report = json.loads((tmp_path / "sitrep" / "sitrep.json").read_text())
+        assert [(r["test"], r["outcome"]) for r in report["tests"]["results"]] == [
+            ("python is /opt/venv", "pass"), ("pip-tools runs", "pass"), ("helper scripts on PATH", "pass")]
+        assert report["targets"]["it-base"]["outcome"] == "pass", "the build's sitrep, with the tests beside it"
+        helpers = next(r for r in report["tests"]["results"] if r["test"] == "helper scripts on PATH")
+        assert helpers["output"] == ["/usr/local/bin/bake-fetch-source", "/usr/local/bin/bake-write-requirements",
+                                     "/usr/local/bin/bake-pip-finalize"]
+    finally:
+        for tag in ("latest", "mealkit", "nightly-2026-11-29", "mealkit-2026-11-29"):
+            engine.docker("image", "rm", "-f", f"{namespace}/it-base:{tag}-amd64", check=False)

@@ -32,10 +32,7 @@ from bake.run.engine import ContainerRun
 TAIL_LINES = 20
 """How many last output lines of each test the sitrep keeps."""
 
-TESTS_BADGE = "tests-badge.json"
-"""The tests' badge, beside the build's ``badge.json``."""
-
-_WHAT = {"sitrep.json": "the sitrep", TESTS_BADGE: "the tests badge", "sitrep.md": "the summary"}
+_WHAT = {"sitrep.json": "the sitrep", sitrep.TESTS_BADGE: "the tests badge", "sitrep.md": "the summary"}
 
 
 @dataclass(frozen=True)
@@ -181,7 +178,7 @@ class TestReports:
             record.check(name, what)
         if self.step_summary:
             _appendable(self.step_summary)
-        record.remove(TESTS_BADGE, _WHAT[TESTS_BADGE])
+        record.remove(sitrep.TESTS_BADGE, _WHAT[sitrep.TESTS_BADGE])
 
     def write(self, tests: dict) -> dict:
         """Merge ``tests`` (:func:`bake.run.sitrep.make_tests`) into the sitrep and write every
@@ -202,7 +199,8 @@ class TestReports:
         report = sitrep.redacted(report)
         try:
             record.write("sitrep.json", sitrep.to_json(report), _WHAT["sitrep.json"])
-            record.write(TESTS_BADGE, sitrep.to_json(sitrep.tests_badge(report["tests"])), _WHAT[TESTS_BADGE])
+            record.write(sitrep.TESTS_BADGE, sitrep.to_json(sitrep.tests_badge(report["tests"])),
+                         _WHAT[sitrep.TESTS_BADGE])
             record.write("sitrep.md", sitrep.markdown(report), _WHAT["sitrep.md"])
             if self.step_summary:
                 try:

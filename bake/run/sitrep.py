@@ -21,6 +21,8 @@ from bake.plan import dockerfile
 from bake.plan.secrets import shown
 
 PASS, FAIL, NOT_BUILT, INTERRUPTED = "pass", "fail", "not built", "interrupted"
+TESTS_BADGE = "tests-badge.json"
+"""The image tests' badge (:func:`tests_badge`), beside the build's ``badge.json``."""
 
 
 def _builds_on(target: dict) -> List[str]:
