@@ -410,7 +410,8 @@ class ContainerRun:
 
     :param exit_code: the command's exit status (``docker run`` passes it on; 125–127 are
         docker's own: the container could not start, the command cannot run or is not found).
-    :param tail: its last output lines, stdout and stderr interleaved as they came, undecorated.
+    :param tail: its last output lines, stdout and stderr together (each in its order; between the
+        two, the order they were read in), undecorated.
     :param duration_s: wall-clock seconds from ``docker run`` to its end.
     :param timed_out: it was stopped for running past its timeout.
     """
