@@ -280,8 +280,11 @@ def it(cli, engine, make_plugin, tmp_path):
     namespace = f"{engine.registry}/it{uuid.uuid4().hex[:8]}"
     busybox = f"busybox:1.36={engine.registry}/stand-in/busybox:latest"
 
-    def run(command, *args, fail=False, sitrep="sitrep", registry=namespace):
+    def run(command, *args, fail=False, sitrep="sitrep", registry=namespace, step_summary=None):
         env = dict(os.environ, PYTHONPATH=str(site))
+        env.pop("GITHUB_STEP_SUMMARY", None)
+        if step_summary:
+            env["GITHUB_STEP_SUMMARY"] = str(step_summary)
         env.pop("IT_FAIL", None)
         if fail:
             env["IT_FAIL"] = "1"
@@ -313,8 +316,12 @@ def test_tests_run_on_both_arches_and_the_sitrep_shows_each(engine, it):
     assert proc.returncode == 0, proc.stderr[-3000:]
     build_report = json.loads((it.tmp / "sitrep" / "sitrep.json").read_text())
 
-    proc = it("test", fail=True)
+    summary = it.tmp / "step-summary.md"
+    summary.write_text("## the build's summary\n")
+    proc = it("test", fail=True, step_summary=summary)
     assert proc.returncode == 1, proc.stderr[-3000:]
+    appended = summary.read_text()  # the tests' section only: the build appended its own
+    assert appended.startswith("## the build's summary\n### ❌ it-root tests: 3/6 passed") and "| target |" not in appended
     report, badge, md = _report(it.tmp / "sitrep")
     # The build's keys are as the build wrote them; the tests are beside them.
     assert {k: v for k, v in report.items() if k != "tests"} == build_report
