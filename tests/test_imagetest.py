@@ -456,3 +456,25 @@ def test_the_built_in_base_stages_tests_pass_in_its_image(engine, make_plugin, w
     finally:
         for tag in ("latest", "mealkit", "nightly-2026-11-29", "mealkit-2026-11-29"):
             engine.docker("image", "rm", "-f", f"{namespace}/it-base:{tag}-amd64", check=False)
+
+
+def test_a_build_drops_the_tests_badge_bake_plan_wrote_and_leaves_anothers(tmp_path):
+    from bake.errors import OutputError
+    from bake.run.build import Reports
+    from bake.run.imagetest import TestReports
+
+    directory = tmp_path / "sitrep"
+    tests = TestReports(directory, None)
+    tests.prepare()
+    report = tests.write(sitrep.make_tests("x tests", [_result("a", "pass")]))
+    assert report["tests"]["summary"] == "x tests: 1/1 passed" and report["targets"] == {}
+    assert json.loads((directory / "tests-badge.json").read_text())["message"] == "1/1 passed"
+    build = Reports(directory, directory / "bake-metadata.json", None)
+    build.prepare(tmp_path / "docker-bake.hcl")
+    assert not (directory / "tests-badge.json").exists() and not (directory / "sitrep.json").exists()
+
+    (directory / "tests-badge.json").write_text("{}\n")  # someone else's file of that name
+    build.prepare(tmp_path / "docker-bake.hcl")
+    assert (directory / "tests-badge.json").read_text() == "{}\n", "a build leaves it alone"
+    with pytest.raises(OutputError, match="bake-plan did not write this file"):
+        tests.prepare()  # and test will not replace it

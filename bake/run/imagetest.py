@@ -23,6 +23,7 @@ from bake.documents import DocumentError, read_json
 from bake.errors import OutputError, RunError, UsageError
 from bake.owned import Record
 from bake.plan.compose import Composition, target_names
+from bake.plan.names import arch_of
 from bake.plan.secrets import shown
 from bake.plan.stage import ImageTest
 from bake.run import sitrep
@@ -63,7 +64,7 @@ def cases(composition: Composition) -> List[Case]:
         target = composition.plan["target"][final]
         tags = list(target.get("tags") or composition.inherited_tags.get(final) or ())
         platforms = list(target.get("platforms") or stage.platforms)
-        per_arch = len(platforms) == 1 and bool(tags) and tags[0].endswith("-" + platforms[0].split("/")[1])
+        per_arch = len(platforms) == 1 and bool(tags) and tags[0].endswith("-" + arch_of(platforms[0]))
         for platform in platforms:
             tests = tuple(t for t in stage.tests if not t.platforms or platform in t.platforms)
             if tests and tags:
