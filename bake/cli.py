@@ -26,7 +26,7 @@ from bake.settings import values
 from bake.settings.merge import gather
 from bake.version import __version__
 
-COMMANDS = ("plan", "build", "publish", "matrix", "lock", "bump", "stages", "graph", "config", "wheelhouse")
+COMMANDS = ("plan", "build", "publish", "matrix", "lock", "bump", "stages", "graph", "config", "wheelhouse", "test")
 DEFAULT_LOCKS_DIR = "locks"
 FORMATS = ("hcl", "json")
 GRAPH_FORMATS = ("mermaid", "markdown", "dot")
@@ -201,6 +201,19 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_argument("--dry-run", action="store_true",
                          help="check every per-arch image and list the tags it would create, creating none")
 
+    test = sub.add_parser("test", help="run the stages' image tests in their final images, per platform, "
+                                       "and add the outcomes to the sitrep")
+    _selection_arguments(test)  # tags come from the same options as the build's
+    _not_secret_argument(test)
+    test.add_argument("--registry", help="registry/namespace the images were pushed to")
+    test.add_argument("--date", help="YYYY-MM-DD of the nightly tags (default: SOURCE_DATE_EPOCH, else today in UTC)")
+    test.add_argument("--local", action="store_true",
+                      help="test the images in the engine's image store (after build --load) instead of "
+                           "pulling them from the registry")
+    test.add_argument("--sitrep-dir", default=".",
+                      help="directory of the build's sitrep.json, which gains the tests; tests-badge.json too "
+                           "(default .)")
+
     matrix = sub.add_parser("matrix", help="print CI jobs (one per stage and arch) in dependency waves")
     _selection_arguments(matrix)
     _not_secret_argument(matrix)
@@ -267,7 +280,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 COMMAND_FUNCTIONS = {"plan": commands.plan, "build": commands.build, "publish": commands.publish,
                      "matrix": commands.matrix, "lock": commands.lock, "bump": commands.bump,
                      "stages": commands.stages, "graph": commands.graph, "config": commands.config,
-                     "wheelhouse": commands.wheelhouse}
+                     "wheelhouse": commands.wheelhouse, "test": commands.test}
 
 
 def _known_secrets(given: dict) -> list:

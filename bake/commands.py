@@ -121,6 +121,24 @@ def publish(settings: Settings) -> int:
     return 0
 
 
+def test(settings: Settings) -> int:
+    """``bake-plan test``: run the requested stages' image tests in their final images, per
+    platform, and add the outcomes to the sitrep. :returns: 0 every test passed (or none is
+    declared), 1 a test failed; a missing image or engine raises (exit 2, nothing ran)."""
+    from bake.run.imagetest import TestReports, run_image_tests
+
+    composition = compose(settings)
+    reports = TestReports.from_environment(settings.sitrep_dir)
+    reports.prepare()
+    # The hint for a missing image repeats the flags that chose its tag (a configuration is read again).
+    flags = "".join(f" {flag} {value}" for key, flag, value in (("registry", "--registry", settings.registry),
+                                                                 ("date", "--date", settings.date))
+                    if settings.where(key) == flag)
+    tests = run_image_tests(composition, reports, local=settings.local, build_flags=flags)
+    print(f"bake-plan: {tests['summary']}", file=sys.stdout if tests["outcome"] == "pass" else sys.stderr)
+    return 0 if tests["outcome"] == "pass" else 1
+
+
 def matrix(settings: Settings) -> int:
     """``bake-plan matrix``: CI jobs, one per stage and arch, in dependency waves: the
     ``{"include": [...]}`` of ``strategy.matrix`` (``github``, ``json``), or a whole GitHub Actions

@@ -6,11 +6,21 @@ release once broke ``-r`` includes), ``/opt/pip-tools.d`` and the helper scripts
 ``bake-scripts`` named context bake-plan gives every stage that uses it.
 """
 
-from bake import Stage, hookimpl
+from bake import ImageTest, Stage, hookimpl
 from bake_plan_plugins import REGISTRY
 from bake.resources import stage_dir
 
 CUDA_IMAGE = "nvidia/cuda:12.2.0-devel-ubuntu22.04"
+
+SMOKE_TESTS = (
+    ImageTest("python -c 'import sys; assert sys.prefix == \"/opt/venv\", sys.prefix'", name="python is /opt/venv"),
+    ImageTest(["/opt/pip-tools/bin/pip-compile", "--version"], name="pip-tools runs"),
+    ImageTest('for s in bake-fetch-source bake-write-requirements bake-pip-finalize; do command -v "$s" || exit 1; done',
+              name="helper scripts on PATH"),
+)
+"""``bake-plan test``'s checks of the base image: what every child relies on (the venv first on
+``PATH``, pip-tools apart from it, the ``bake-*`` scripts). Third-party families on the ``base``
+Dockerfile may reuse them."""
 
 
 @hookimpl
@@ -22,5 +32,6 @@ def bake_plan_stages():
             image="base",
             context=stage_dir("base"),
             base_image=CUDA_IMAGE,
+            tests=SMOKE_TESTS,
         )
     ]

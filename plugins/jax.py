@@ -9,7 +9,7 @@ The stage declares its requirement lines (jax editable from ``/opt/jax``, flax b
 mode), and for ``bake-plan lock`` the host checkouts the ``-e file:///opt/…`` lines resolve from.
 """
 
-from bake import Stage, hookimpl
+from bake import ImageTest, Stage, hookimpl
 from bake_plan_plugins import REGISTRY
 from bake.pip.sources import host_paths, patch_contexts, requirement, source
 from bake.resources import stage_dir
@@ -36,6 +36,16 @@ def bake_plan_stages():
             host_paths=host_paths(("jax", "/opt/jax"), ("flax", "/opt/flax")),
             contexts=patch_contexts("jax", "xla", "flax"),
             args={"BAZEL_CACHE": ""},
+            # What JAX-Toolbox's nightly checks first in every image: the stack imports and
+            # computes (on the CPU when the runner has no GPU); TE is installed (importing it
+            # needs a GPU driver, so its metadata stands in).
+            tests=(
+                ImageTest("python -c 'import jax, jaxlib, flax'", name="import jax, jaxlib, flax"),
+                ImageTest("python -c 'import jax.numpy as jnp; assert float(jnp.ones(2).sum()) == 2.0'",
+                          name="jax computes"),
+                ImageTest("python -c 'import importlib.metadata as m; print(m.version(\"transformer_engine\"))'",
+                          name="transformer engine installed"),
+            ),
         )
     ]
 

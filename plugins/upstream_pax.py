@@ -3,7 +3,7 @@ for amd64 and arm64 (on arm64 the Dockerfile's extra builder stages make tensorf
 lingvo wheels, selected by ``TARGETARCH``). Both sources' commits come from ``stages/sources.toml``, as does fiddle's (praxis needs it; a
 ``pip-vcs`` source: a ``fiddle @ git+…@<commit>`` line, no clone)."""
 
-from bake import Stage, hookimpl
+from bake import ImageTest, Stage, hookimpl
 from bake_plan_plugins import REGISTRY
 from bake.pip.sources import host_paths, patch_contexts, requirement, source
 from bake.resources import stage_dir
@@ -31,5 +31,6 @@ def bake_plan_stages():
             ),
             host_paths=host_paths(("paxml", "/opt/paxml"), ("praxis", "/opt/praxis")),
             contexts=patch_contexts("paxml", "praxis"),
+            tests=(ImageTest("python -c 'import paxml, praxis, fiddle'", name="import paxml, praxis, fiddle"),),
         )
     ]

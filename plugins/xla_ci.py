@@ -11,7 +11,7 @@ target, ``xla-ci``; the configuration widens it, e.g. ``[tool.bake-plan.stages.x
 ``dev-3.10_cuda_12.1`` on the dev image ``development:3.10_cuda_12.1`` (see :mod:`bake.plan.variants`).
 """
 
-from bake import Stage, hookimpl
+from bake import ImageTest, Stage, hookimpl
 from bake.resources import stage_dir
 
 PYTHON_VERSIONS = ("3.8",)
@@ -36,6 +36,12 @@ def bake_plan_stages():
             # `cuda` in the Dockerfile is XLA_CUDA's on/off switch, so the version gets its own arg.
             variant_args={"python": "python_version", "cuda": "CUDA_VERSION"},
             cache_scope="ci",
+            # The CI toolchain the Dockerfile adds, and the user the CI template runs as.
+            tests=(
+                ImageTest('for t in clang valgrind sccache jq sudo; do command -v "$t" >/dev/null '
+                          '|| { echo "missing $t"; exit 1; }; done', name="toolchain on PATH"),
+                ImageTest('test "$(id -un)" = jenkins', name="runs as jenkins"),
+            ),
             args={
                 "cuda": "1",
                 "cuda_compute": "5.2,7.5",

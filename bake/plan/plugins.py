@@ -22,14 +22,14 @@ import pluggy
 from bake.errors import PluginError, StageError
 from bake.plan import hookspecs
 from bake.plan.hookspecs import PROJECT
-from bake.plan.stage import Source, Stage
+from bake.plan.stage import ImageTest, Source, Stage
 from bake.plan.validate import validate
 
 # A dataclass constructor called with a field it does not have, or without a required one
 # (Python 3.10+ names the class: "Stage.__init__() got an unexpected keyword argument 'imagee'").
 _UNEXPECTED_FIELD = re.compile(r"(?:\b(\w+)\.)?__init__\(\) got an unexpected keyword argument '(\w+)'")
 _MISSING_FIELD = re.compile(r"(?:\b(\w+)\.)?__init__\(\) missing \d+ required positional arguments?: (.+)")
-_MODEL = {"Stage": Stage, "Source": Source}
+_MODEL = {"Stage": Stage, "Source": Source, "ImageTest": ImageTest}
 
 
 CORE_PLUGINS = ("default-policies",)

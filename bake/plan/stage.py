@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import List, Mapping, Optional, Tuple, Union
 
 SOURCE_MODES = ("git-clone", "pip-vcs")
+DEFAULT_TEST_TIMEOUT_S = 600.0
+"""How long one image test may run by default, in seconds (a hung import must not hang a nightly)."""
 
 @dataclass(frozen=True)
 class Source:
@@ -51,6 +53,38 @@ class Source:
     def src_path(self) -> str:
         """Where the source lands in the image, the ``SRC_PATH_<name>`` arg."""
         return self.path or "/opt/" + self.name.lower().replace("_", "-")
+
+
+@dataclass(frozen=True)
+class ImageTest:
+    """A smoke test run in a stage's final image by ``bake-plan test``, once per platform.
+
+    :param command: a string, run as ``sh -c COMMAND`` (the image needs a shell), or an argv list
+        (``["python", "-c", "import jax"]``) run as is; either goes after the image's entrypoint,
+        as ``docker run IMAGE COMMAND`` does. Exit status 0 passes.
+    :param name: what the sitrep calls it; default the command itself. Unique within a stage.
+    :param platforms: the platforms it runs on (a subset of the stage's); empty: every one.
+    :param timeout_s: seconds it may run before it is stopped and fails.
+
+    A bare string in ``Stage.tests`` is ``ImageTest(command=that string)``.
+    """
+
+    command: Union[str, Tuple[str, ...]]
+    name: Optional[str] = None
+    platforms: Tuple[str, ...] = ()
+    timeout_s: float = DEFAULT_TEST_TIMEOUT_S
+
+    @property
+    def argv(self) -> List[str]:
+        """The container's command: ``["sh", "-c", command]`` for a string, else the list."""
+        return ["sh", "-c", self.command] if isinstance(self.command, str) else list(self.command)
+
+    @property
+    def label(self) -> str:
+        """The name the sitrep shows: ``name``, else the command (an argv joined by spaces)."""
+        if self.name:
+            return self.name
+        return self.command if isinstance(self.command, str) else " ".join(self.command)
 
 
 @dataclass(frozen=True)
@@ -99,6 +133,9 @@ class Stage:
         (default: the parent's, else ``python{python}_cuda{cuda}``).
     :param variant_args: axis → build-arg name that carries its value (default: the axis name).
     :param variant_of: filled in by bake-plan on a concrete variant: the declared stage's name.
+    :param tests: smoke tests run in the final image (the single image of a ``single`` stage) by
+        ``bake-plan test``: command strings (``sh -c``) or :class:`ImageTest` objects; bake-plan
+        turns each string into an :class:`ImageTest`. A stage with tests needs an ``image``.
     :param plugin: filled in by bake-plan with the name of the plugin that returned the stage.
     """
 
@@ -128,6 +165,7 @@ class Stage:
     variant_format: Optional[str] = None
     variant_args: Mapping[str, str] = field(default_factory=dict)
     variant_of: Optional[str] = None
+    tests: Tuple[Union[str, ImageTest], ...] = ()
     plugin: str = ""
 
     def build_args(self) -> dict:

@@ -19,7 +19,7 @@ from bake.plan.names import (
     check_registry,
     check_tag,
 )
-from bake.plan.stage import SOURCE_MODES, Source, Stage
+from bake.plan.stage import SOURCE_MODES, ImageTest, Source, Stage
 from bake.plan.text import control_fault
 from bake.plan.variants import check as check_variants
 
@@ -196,6 +196,7 @@ def validate(stage: object, plugin: str, checked_contexts: Optional[Set[Tuple[st
             raise sfail(f"ref {src.ref!r}: a pip-vcs source installs 'git+{src.url}@<ref>', "
                         "which must be pinned to a 40-hex commit")
 
+    tests = _check_tests(stage, platforms, fail)
     variant_fields = check_variants(stage, fail)
 
     return dataclasses.replace(
@@ -211,8 +212,57 @@ def validate(stage: object, plugin: str, checked_contexts: Optional[Set[Tuple[st
         requirements=requirements,
         host_paths=host_paths,
         sources=sources,
+        tests=tests,
         plugin=plugin,
     )
+
+
+def _check_tests(stage: Stage, platforms: Tuple[str, ...], fail) -> Tuple[ImageTest, ...]:
+    """The stage's ``tests`` as :class:`ImageTest` objects (a bare string is one run by ``sh -c``
+    on every platform), each checked: a non-empty command without a NUL (a string) or a non-empty
+    list of non-empty strings without one (an argv), a printable one-line name unique in the
+    stage, platforms among the stage's, a positive timeout; and an ``image`` to run them in."""
+    items = _check_seq(stage, "tests", fail, (str, ImageTest))
+    if items and stage.image is None:
+        raise fail("tests", "a stage without an image has no image to test: give it an image (or move the tests "
+                            "to a stage that has one)")
+    out, names = [], set()
+    for item in items:
+        test = ImageTest(command=item) if isinstance(item, str) else item
+        command = test.command
+        if isinstance(command, list):
+            command = tuple(command)
+        if isinstance(command, str):
+            bad = not command.strip() or "\0" in command
+        else:
+            bad = (not isinstance(command, tuple) or not command
+                   or not all(isinstance(a, str) and a and "\0" not in a for a in command))
+        if bad:
+            raise fail("tests", f"command {test.command!r:.60} must be a non-empty string (run by sh -c) or a "
+                                "non-empty list of non-empty strings (an argv), without NUL")
+        name = test.name
+        if name is not None and (not isinstance(name, str) or not name.strip() or control_fault(name, allow="")):
+            raise fail("tests", f"test name {name!r:.60} must be a non-empty line of printable text")
+        label = ImageTest(command, name).label
+        if label in names:
+            raise fail("tests", f"two tests are named {label!r:.60}; give one a name= (the sitrep tells them apart by it)")
+        names.add(label)
+        wanted = test.platforms
+        if isinstance(wanted, str) or not isinstance(wanted, (list, tuple)):
+            raise fail("tests", f"test {label!r:.60}: platforms must be a list or tuple, got {type(wanted).__name__}")
+        try:
+            wanted = tuple(dict.fromkeys(check_platform(p) for p in wanted))
+        except (ValueError, AttributeError, TypeError) as err:
+            raise fail("tests", f"test {label!r:.60}: platforms: {err}") from None
+        outside = [p for p in wanted if p not in platforms]
+        if outside:
+            raise fail("tests", f"test {label!r:.60}: platform {outside[0]} is not one of the stage's "
+                                f"({', '.join(platforms)})")
+        timeout = test.timeout_s
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
+            raise fail("tests", f"test {label!r:.60}: timeout_s {timeout!r} must be a positive number of seconds")
+        out.append(ImageTest(command=command, name=name, platforms=wanted, timeout_s=float(timeout)))
+    return tuple(out)
 
 
 def _check_str(stage, fld, fail, optional):
@@ -250,5 +300,6 @@ def _check_seq(stage, fld, fail, item_type):
         raise fail(fld, f"expected a list or tuple, got {type(value).__name__}")
     for item in value:
         if not isinstance(item, item_type):
-            raise fail(fld, f"item {item!r:.40} is {type(item).__name__}, expected {item_type.__name__}")
+            expected = " or ".join(t.__name__ for t in (item_type if isinstance(item_type, tuple) else (item_type,)))
+            raise fail(fld, f"item {item!r:.40} is {type(item).__name__}, expected {expected}")
     return tuple(value)

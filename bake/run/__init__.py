@@ -9,6 +9,8 @@
 - :mod:`bake.run.sitrep`: the situation report (``sitrep.json``, a badge, a Markdown summary).
 - :mod:`bake.run.publish`: per-arch images merged into multi-arch tags, only when every arch is
   there (the Docker calls passed in as callables).
+- :mod:`bake.run.imagetest`: ``bake-plan test``: each requested stage's smoke tests in its final
+  image, per platform, added to the sitrep (the Docker calls passed in as callables).
 
 May import itself, :mod:`bake.plan`, :mod:`bake.errors`, :mod:`bake.resources`,
 :mod:`bake.output`, :mod:`bake.version`, ``python_on_whales`` and ``subprocess``; never

@@ -19,6 +19,9 @@ from bake.run import engine, sitrep
 REPORT_FILES = ("sitrep.json", "badge.json", "sitrep.md")
 """What a build writes in the sitrep directory (JAX-Toolbox's sitrep, its badge, the summary)."""
 REPORT_WHAT = {"sitrep.json": "the sitrep", "badge.json": "the badge", "sitrep.md": "the summary"}
+STALE_AFTER_A_BUILD = {sitrep.TESTS_BADGE: "the tests badge"}
+"""Reports of an earlier ``bake-plan test`` a new build makes stale (its tests ran on the old images);
+removed when bake-plan wrote them, else left alone."""
 
 
 class Reports:
@@ -78,6 +81,9 @@ class Reports:
             _appendable(self.step_summary)
         for name in REPORT_FILES:
             reports.remove(name, REPORT_WHAT[name])
+        for name, what in STALE_AFTER_A_BUILD.items():
+            if reports.ours(name):
+                reports.remove(name, what)
 
     def drop_stale_metadata(self) -> None:
         """Remove the previous ``--metadata-file`` just before buildx writes a new one (a stale

@@ -420,3 +420,95 @@ def create_manifest(tag: str, sources: Sequence[str], timeout_s: float = REGISTR
         raise RegistryError(f"imagetools create {tag} failed: {_last_line(err)}") from None
     except FileNotFoundError as err:
         raise EngineError(f"the docker CLI was not found: {err}") from None
+
+
+@dataclass
+class ContainerRun:
+    """What one command run in an image did (:func:`run_in_image`).
+
+    :param exit_code: the command's exit status (``docker run`` passes it on; 125–127 are
+        docker's own: the container could not start, the command cannot run or is not found).
+    :param tail: its last output lines, stdout and stderr together (each in its order; between the
+        two, the order they were read in), undecorated.
+    :param duration_s: wall-clock seconds from ``docker run`` to its end.
+    :param timed_out: it was stopped for running past its timeout.
+    """
+
+    exit_code: int
+    tail: List[str]
+    duration_s: float
+    timed_out: bool = False
+
+
+def run_in_image(ref: str, platform: str, argv: Sequence[str], timeout_s: float, keep: int = 20,
+                 echo: Callable[[str], None] = lambda line: None) -> ContainerRun:
+    """``docker run --rm --pull never --network none --platform PLATFORM REF ARGV…`` (an arm64
+    image on an amd64 engine runs under QEMU emulation), bounded by ``timeout_s`` seconds
+    (``timeout(1)`` in front of ``docker``; a container left running then is removed by name).
+    No network: a smoke test checks the image as built, not what it could download. Each output
+    line goes to ``echo`` as it comes (without its newline); the last ``keep`` are kept.
+
+    :raises EngineError: the docker CLI is missing.
+    """
+    import collections
+    import time
+    import uuid
+
+    from python_on_whales import DockerClient, DockerException, docker
+    from python_on_whales.client_config import ClientNotFoundError
+
+    name = f"bake-plan-test-{uuid.uuid4().hex[:12]}"
+    client = DockerClient(client_call=["timeout", "--kill-after=5", f"{timeout_s:g}", "docker"])
+    tail: "collections.deque[str]" = collections.deque(maxlen=keep)
+    code = 0
+    started = time.monotonic()
+    try:
+        for _source, raw in client.run(ref, list(argv), name=name, platform=platform, pull="never", remove=True,
+                                       networks=["none"], stream=True):
+            for line in raw.decode("utf-8", "replace").splitlines() or [""]:
+                tail.append(line)
+                echo(line)
+    except DockerException as err:
+        code = err.return_code if err.return_code is not None else 1
+    except (FileNotFoundError, ClientNotFoundError) as err:
+        raise EngineError(f"the docker CLI was not found: {err}") from None
+    duration = time.monotonic() - started
+    timed_out = code != 0 and duration >= timeout_s
+    if timed_out:  # timeout(1) stopped the docker CLI, not the container
+        try:
+            docker.container.remove(name, force=True)
+        except DockerException:
+            pass
+    return ContainerRun(exit_code=code, tail=list(tail), duration_s=round(duration, 3), timed_out=timed_out)
+
+
+def pull_image(ref: str, platform: str) -> None:
+    """``docker pull --platform PLATFORM REF`` into the engine's image store (no time bound: a
+    large image takes as long as it takes).
+
+    :raises RegistryError: the registry refused or did not answer (exit 1).
+    :raises EngineError: the docker CLI is missing.
+    """
+    from python_on_whales import DockerException, docker
+    from python_on_whales.client_config import ClientNotFoundError
+
+    try:
+        docker.image.pull(ref, platform=platform, quiet=True)
+    except DockerException as err:
+        raise RegistryError(f"cannot pull {ref} for {platform}: {_last_line(err)}") from None
+    except (FileNotFoundError, ClientNotFoundError) as err:
+        raise EngineError(f"the docker CLI was not found: {err}") from None
+
+
+def local_image_exists(ref: str) -> bool:
+    """True when ``ref`` is in the engine's image store (``docker image inspect``).
+
+    :raises EngineError: the docker CLI is missing.
+    """
+    from python_on_whales import docker
+    from python_on_whales.client_config import ClientNotFoundError
+
+    try:
+        return docker.image.exists(ref)
+    except (FileNotFoundError, ClientNotFoundError) as err:
+        raise EngineError(f"the docker CLI was not found: {err}") from None

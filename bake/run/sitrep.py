@@ -4,6 +4,10 @@ Three files: ``sitrep.json`` (``summary``, ``badge_label``, ``outcome``, ``error
 outcome, platforms, tags as buildx gave them, the base images with their digests, digest, compressed size per platform when pushed, duration in seconds, steps cached and run), a shields.io endpoint badge
 (https://shields.io/badges/endpoint-badge: ``schemaVersion``, ``label``, ``message``, ``color``)
 and a Markdown summary fit for ``$GITHUB_STEP_SUMMARY``.
+
+``bake-plan test`` adds a ``tests`` block to the same ``sitrep.json`` (:func:`make_tests`), its
+own badge ``tests-badge.json`` (:func:`tests_badge`: ``"5/6 passed"``) and a tests section to the
+Markdown (:func:`tests_markdown`); the build's keys stay as the build wrote them.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from bake.plan import dockerfile
 from bake.plan.secrets import shown
 
 PASS, FAIL, NOT_BUILT, INTERRUPTED = "pass", "fail", "not built", "interrupted"
+TESTS_BADGE = "tests-badge.json"
+"""The image tests' badge (:func:`tests_badge`), beside the build's ``badge.json``."""
 
 
 def _builds_on(target: dict) -> List[str]:
@@ -223,18 +229,21 @@ def badge(sitrep: dict) -> dict:
 
 
 def markdown(sitrep: dict) -> str:
-    """A Markdown summary: the outcome line and one table row per target."""
+    """A Markdown summary: the outcome line and one table row per target, then the image tests
+    (:func:`tests_markdown`) when the sitrep has them."""
     icon = {PASS: "✅", INTERRUPTED: "⏹️"}.get(sitrep["outcome"], "❌")
-    lines: List[str] = [f"## {icon} {sitrep['summary']}", "",
-                        "| target | outcome | digest | seconds | steps cached | steps run | tags |",
-                        "|---|---|---|---|---|---|---|"]
+    lines: List[str] = [f"## {icon} {sitrep['summary']}", ""]
+    if sitrep["targets"] or "tests" not in sitrep:
+        lines += ["| target | outcome | digest | seconds | steps cached | steps run | tags |",
+                  "|---|---|---|---|---|---|---|"]
     for name, t in sitrep["targets"].items():
         digest = (t["digest"] or "")[:19]
         cells = [f"`{name}`", t["outcome"], f"`{digest}`" if digest else "",
                  _num(t["duration_s"]), _num(t["steps_cached"]), _num(t["steps_run"]),
                  "<br>".join(f"`{tag}`" for tag in t["tags"])]
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    text = "\n".join(lines) + "\n"
+    return text + "\n" + tests_markdown(sitrep["tests"]) if "tests" in sitrep else text
 
 
 def _num(value) -> str:
@@ -244,3 +253,69 @@ def _num(value) -> str:
 def to_json(data: dict) -> str:
     """A report as written: UTF-8 JSON, two-space indent, newline at the end."""
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def make_tests(label: str, results: Sequence[dict]) -> dict:
+    """The ``tests`` block of a sitrep: what ``bake-plan test`` ran.
+
+    :param label: the badge label, e.g. ``"upstream-pax tests"``.
+    :param results: one entry per test and platform, in run order: ``stage``, ``target``,
+        ``platform``, ``test`` (its name), ``command`` (a string run by ``sh -c``, or an argv
+        list), ``image`` (the reference run), ``outcome`` (``pass``/``fail``), ``exit_code``
+        (``None`` when it never ran: the pull failed), ``duration_s`` (seconds), ``timed_out``,
+        ``output`` (its last output lines).
+    :returns: ``{"summary", "badge_label", "outcome", "passed", "failed", "total", "results"}``;
+        ``outcome`` is ``pass`` when every test passed (none run is a pass too: nothing failed).
+    """
+    passed = sum(1 for r in results if r["outcome"] == PASS)
+    failing = [r for r in results if r["outcome"] != PASS]
+    if not results:
+        summary = f"{label}: no tests declared"
+    else:
+        summary = f"{label}: {passed}/{len(results)} passed"
+        if failing:
+            summary += " (failed: " + ", ".join(f"{r['stage']} {r['platform']} {r['test']}" for r in failing[:5])
+            summary += f" and {len(failing) - 5} more)" if len(failing) > 5 else ")"
+    return {"summary": summary, "badge_label": label, "outcome": FAIL if failing else PASS,
+            "passed": passed, "failed": len(failing), "total": len(results), "results": list(results)}
+
+
+def tests_badge(tests: dict) -> dict:
+    """The shields.io endpoint badge of a ``tests`` block: ``"5/6 passed"``; brightgreen when all
+    passed, red when none did, yellow between (JAX-Toolbox's test badges); ``"no tests"`` grey."""
+    passed, total = tests["passed"], tests["total"]
+    if not total:
+        message, color = "no tests", "lightgrey"
+    else:
+        message = f"{passed}/{total} passed"
+        color = "brightgreen" if passed == total else ("red" if passed == 0 else "yellow")
+    return {"schemaVersion": 1, "label": tests["badge_label"], "message": message, "color": color}
+
+
+def tests_markdown(tests: dict) -> str:
+    """The tests section of the Markdown summary: the outcome line, one table row per test and
+    platform, and the last output lines of each failing test in a fenced block."""
+    icon = "✅" if tests["outcome"] == PASS else "❌"
+    lines = [f"### {icon} {tests['summary']}", ""]
+    if tests["results"]:
+        lines += ["| stage | platform | test | outcome | exit | seconds |", "|---|---|---|---|---|---|"]
+    for r in tests["results"]:
+        outcome = r["outcome"] + (" (timed out)" if r["timed_out"] else "")
+        cells = [f"`{r['stage']}`", r["platform"], _cell(r["test"]), outcome, _num(r["exit_code"]), _num(r["duration_s"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    for r in tests["results"]:
+        if r["outcome"] == PASS:
+            continue
+        fence = "`" * max(3, 1 + max((len(run) for line in r["output"] for run in re.findall(r"`+", line)), default=0))
+        lines += ["", f"<details><summary>{_html(r['stage'])} {r['platform']} {_html(r['test'])}: last output "
+                      "lines</summary>", "", fence, *r["output"], fence, "", "</details>"]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    """Text in a Markdown table cell: as code, its pipes escaped."""
+    return "`" + text.replace("|", "\\|").replace("`", "'") + "`"
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -64,7 +64,7 @@ DEFAULTS: Dict[str, Any] = {
     "plugins.disable": (),
 }
 
-TARGET_COMMANDS = ("plan", "build", "publish", "matrix", "lock", "graph", "wheelhouse")
+TARGET_COMMANDS = ("plan", "build", "publish", "matrix", "lock", "graph", "wheelhouse", "test")
 """Commands that work on targets: they need one, a date and the plugins."""
 
 WHEELHOUSE_COMMANDS = ("plan", "build")
@@ -141,7 +141,7 @@ class Settings:
     or a few, and keep their defaults elsewhere: plan and build (``cache_branch``, ``from_registry``, ``digests`` target → sha256
     digest, ``parents`` target → what its ``--parent-report`` says, ``secrets``, ``metadata_bake_files``, ``format``, ``output``, ``locked``,
     ``locks_dir``, ``sources`` the manifest), build (``push``, ``pull``, ``load``, ``builder``, ``metadata_file``, ``sitrep_dir``),
-    publish (``dry_run``), matrix (``format``, ``wave``, ``output``, ``check``), lock (``python``, ``pip_args``), bump (``names``),
+    publish (``dry_run``), test (``local``, ``sitrep_dir``), matrix (``format``, ``wave``, ``output``, ``check``), lock (``python``, ``pip_args``), bump (``names``),
     wheelhouse (``wheelhouse`` the directory, also plan and build's; ``python_version``; ``pip_args``;
     ``output``; ``locks_dir``),
     graph and config (``format``, ``output``).
@@ -188,6 +188,7 @@ class Settings:
     names: Tuple[str, ...] = ()
     wheelhouse: Optional[str] = None
     python_version: Optional[str] = None
+    local: bool = False  # test: the engine's image store, not the registry
 
     def where(self, key: str) -> str:
         """Where a configuration key's value came from, as an error line names it: its flag
@@ -302,6 +303,7 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
         pip_args=_pip_args(given), wheelhouse=wheelhouse,
         python_version=values.python_version(flag("python_version"), "--python-version")
         if flag("python_version") is not None else None,
+        local=bool(flag("local")),
     )
 
 

@@ -1,0 +1,241 @@
+"""Image tests: ``bake-plan test`` runs each requested stage's smoke tests (``Stage.tests``) in its
+final image, once per platform, and adds the outcomes to the sitrep.
+
+Which image: the final target's first tag in the plan of the same options the build had (a
+per-arch plan's ``latest-arm64``, a multi-platform plan's ``latest``), taken from the registry
+(pulled for the platform just before its tests, so a stale copy in the engine is never tested),
+or with ``local`` from the engine's image store as ``build --load`` left it (never pulled). Every
+image is checked before any test runs: a missing one is bad input (exit 2) naming the image and
+the build that makes it.
+
+The Docker calls are :mod:`bake.run.engine`'s, passed in as callables (as ``publish`` takes them).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, List, Optional, Sequence, Tuple
+
+from bake.documents import DocumentError, read_json
+from bake.errors import OutputError, RunError, UsageError
+from bake.owned import Record
+from bake.plan.compose import Composition, target_names
+from bake.plan.names import arch_of
+from bake.plan.secrets import shown
+from bake.plan.stage import ImageTest
+from bake.run import sitrep
+from bake.run.build import _appendable  # the one check that $GITHUB_STEP_SUMMARY can be appended to
+from bake.run.engine import ContainerRun
+
+TAIL_LINES = 20
+"""How many last output lines of each test the sitrep keeps."""
+
+_WHAT = {"sitrep.json": "the sitrep", sitrep.TESTS_BADGE: "the tests badge", "sitrep.md": "the summary"}
+
+
+@dataclass(frozen=True)
+class Case:
+    """The tests of one stage on one platform, and the image they run in.
+
+    :param per_arch: the plan is per-arch (its tags end in ``-<arch>``).
+    """
+
+    stage: str
+    target: str
+    platform: str
+    image: str
+    tests: Tuple[ImageTest, ...]
+    per_arch: bool = False
+
+
+def cases(composition: Composition) -> List[Case]:
+    """The tests to run: per requested stage with tests, per platform its final target builds for,
+    the tests that run there (an :class:`ImageTest` with ``platforms`` runs only on those), in the
+    image of the target's first tag (or the first it inherits from docker/metadata-action)."""
+    out = []
+    for name in composition.requested:
+        stage = composition.stages[name]
+        if not stage.tests:
+            continue
+        final = target_names(stage)[-1][0]
+        target = composition.plan["target"][final]
+        tags = list(target.get("tags") or composition.inherited_tags.get(final) or ())
+        platforms = list(target.get("platforms") or stage.platforms)
+        per_arch = len(platforms) == 1 and bool(tags) and tags[0].endswith("-" + arch_of(platforms[0]))
+        for platform in platforms:
+            tests = tuple(t for t in stage.tests if not t.platforms or platform in t.platforms)
+            if tests and tags:
+                out.append(Case(stage.name, final, platform, tags[0], tests, per_arch))
+    return out
+
+
+def missing_images(found: Sequence[Case], exists: Callable[[str], bool], local: bool,
+                   build_flags: str = "") -> None:
+    """Check every image is there before any test runs.
+
+    :param exists: image reference → whether it is there (the registry, or with ``local`` the
+        engine's image store); each reference is asked once.
+    :param build_flags: flags the hint's ``bake-plan build`` needs besides the target
+        (``--registry R``).
+    :raises UsageError: one line naming the first missing image, its stage and platform and the
+        build that makes it; ``details`` name the others.
+    """
+    seen = {}
+    for case in found:
+        if case.image not in seen:
+            seen[case.image] = exists(case.image)
+    missing = [c for c in found if not seen[c.image]]
+    if not missing:
+        return
+    first = missing[0]
+    where = "the engine's image store" if local else "the registry"
+    how = "--load" if local else "--push"
+    platform = f" --platform {first.platform}" if first.per_arch else ""
+    more = {c.image for c in missing} - {first.image}
+    raise UsageError(
+        f"no image to test for stage '{first.stage}' ({first.platform}): {first.image} is not in {where}; "
+        f"build it first: bake-plan build --target {first.stage}{platform}{build_flags} {how}"
+        + (f" ({len(more)} more image(s) missing)" if more else ""),
+        details=[f"missing {image}" for image in sorted(more)])
+
+
+def run_cases(found: Sequence[Case], run: Callable[..., ContainerRun], pull: Optional[Callable[[str, str], None]],
+              echo: Callable[[str], None] = lambda line: None) -> List[dict]:
+    """Run every test of every case, in order, and return one result per test and platform
+    (:func:`bake.run.sitrep.make_tests` lists the keys).
+
+    :param run: :func:`bake.run.engine.run_in_image`-shaped: ``(ref, platform, argv, timeout_s,
+        keep=, echo=)`` → :class:`~bake.run.engine.ContainerRun`.
+    :param pull: ``(ref, platform)``, called once per case before its tests (``None``: the
+        engine's image store is used as it is). A pull that fails fails that case's tests,
+        with the pull's error as their output; the others still run.
+    :param echo: gets each output line, prefixed ``[stage platform test]``, and each outcome.
+    """
+    results = []
+    for case in found:
+        pulled: Optional[str] = None
+        if pull is not None:
+            try:
+                pull(case.image, case.platform)
+            except RunError as err:
+                pulled = str(err)
+        for test in case.tests:
+            prefix = f"[{case.stage} {case.platform} {test.label}]"
+            entry = {"stage": case.stage, "target": case.target, "platform": case.platform, "test": test.label,
+                     "command": test.command if isinstance(test.command, str) else list(test.command),
+                     "image": case.image}
+            if pulled is not None:
+                entry.update(outcome=sitrep.FAIL, exit_code=None, duration_s=None, timed_out=False, output=[pulled])
+            else:
+                echo(f"{prefix} running")
+                ran = run(case.image, case.platform, test.argv, test.timeout_s, keep=TAIL_LINES,
+                          echo=lambda line, p=prefix: echo(f"{p} {line}"))
+                output = list(ran.tail)
+                if ran.timed_out:
+                    output.append(f"bake-plan: stopped after {test.timeout_s:g} s (the test's timeout_s)")
+                entry.update(outcome=sitrep.PASS if ran.exit_code == 0 and not ran.timed_out else sitrep.FAIL,
+                             exit_code=ran.exit_code, duration_s=ran.duration_s, timed_out=ran.timed_out,
+                             output=output)
+            echo(f"{prefix} {entry['outcome']}" + (f" (exit {entry['exit_code']})" if entry["exit_code"] else "")
+                 + (f" in {entry['duration_s']:g} s" if entry["duration_s"] is not None else ""))
+            results.append(entry)
+    return results
+
+
+class TestReports:
+    """Where ``bake-plan test`` reports: the ``tests`` block merged into ``sitrep.json`` of the
+    sitrep directory (the build's, when bake-plan wrote one there: its other keys are kept;
+    else a sitrep of the tests alone, with no targets), ``tests-badge.json``, ``sitrep.md``
+    rewritten whole, and the tests section appended to ``$GITHUB_STEP_SUMMARY``."""
+
+    __test__ = False  # not a pytest class
+
+    @classmethod
+    def from_environment(cls, sitrep_dir: Path) -> "TestReports":
+        """The reports, with ``$GITHUB_STEP_SUMMARY`` when GitHub Actions sets it."""
+        return cls(sitrep_dir, os.environ.get("GITHUB_STEP_SUMMARY"))
+
+    def __init__(self, sitrep_dir: Path, step_summary: Optional[str]):
+        self.sitrep_dir, self.step_summary = sitrep_dir, step_summary
+
+    def prepare(self) -> None:
+        """Check the reports can be written, and take the previous tests badge away (a run that
+        stops early never leaves an old "6/6 passed" behind).
+
+        :raises OutputError: the directory cannot be made, a report path is taken by a file
+            bake-plan did not write, or ``$GITHUB_STEP_SUMMARY`` cannot be appended to.
+        """
+        try:
+            self.sitrep_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise OutputError(f"cannot prepare {err.filename}: {err.strerror}") from None
+        if not os.access(self.sitrep_dir, os.W_OK):
+            raise OutputError(f"cannot write reports in {self.sitrep_dir}: Permission denied")
+        record = Record(self.sitrep_dir)
+        for name, what in _WHAT.items():
+            record.check(name, what)
+        if self.step_summary:
+            _appendable(self.step_summary)
+        record.remove(sitrep.TESTS_BADGE, _WHAT[sitrep.TESTS_BADGE])
+
+    def write(self, tests: dict) -> dict:
+        """Merge ``tests`` (:func:`bake.run.sitrep.make_tests`) into the sitrep and write every
+        report. :returns: the sitrep written.
+        :raises RunError: a report cannot be written (the tests ran: exit 1)."""
+        record = Record(self.sitrep_dir)
+        report = None
+        if (self.sitrep_dir / "sitrep.json").is_file() and record.ours("sitrep.json"):
+            try:
+                report = read_json(self.sitrep_dir / "sitrep.json")
+            except (OSError, DocumentError):
+                report = None
+        if not (isinstance(report, dict) and isinstance(report.get("targets"), dict) and report["targets"]):
+            # No build's sitrep here: the tests' own, with the build's keys, so its readers read it.
+            report = {"summary": tests["summary"], "badge_label": tests["badge_label"], "outcome": tests["outcome"],
+                      "error": None, "targets": {}}
+        report["tests"] = tests
+        report = sitrep.redacted(report)
+        try:
+            record.write("sitrep.json", sitrep.to_json(report), _WHAT["sitrep.json"])
+            record.write(sitrep.TESTS_BADGE, sitrep.to_json(sitrep.tests_badge(report["tests"])),
+                         _WHAT[sitrep.TESTS_BADGE])
+            record.write("sitrep.md", sitrep.markdown(report), _WHAT["sitrep.md"])
+            if self.step_summary:
+                try:
+                    with open(self.step_summary, "a", encoding="utf-8") as handle:
+                        handle.write(sitrep.tests_markdown(report["tests"]))
+                except OSError as err:
+                    raise OutputError(f"cannot append to $GITHUB_STEP_SUMMARY {self.step_summary}: "
+                                      f"{err.strerror or err}") from None
+        except OutputError as err:
+            raise RunError(f"the tests ran ({tests['summary']}), but {err}") from None
+        return report
+
+
+def run_image_tests(composition: Composition, reports: TestReports, local: bool = False, build_flags: str = "",
+                    echo: Callable[[str], None] = lambda line: print(shown(line), file=sys.stderr, flush=True)) -> dict:
+    """Run the requested stages' image tests and write the reports (prepared by the caller).
+
+    :param local: test the engine's image store (after ``build --load``) instead of the registry.
+    :param echo: gets each line shown while the tests run (default: stderr, redacted and with
+        control characters escaped, :func:`bake.plan.secrets.shown`).
+    :returns: the ``tests`` block (:func:`bake.run.sitrep.make_tests`).
+    :raises bake.run.engine.EngineError: no engine (nothing ran).
+    :raises UsageError: an image to test is missing (nothing ran).
+    :raises RunError: the tests ran but a report could not be written.
+    """
+    from bake.run import engine
+
+    found = cases(composition)
+    label = f"{', '.join(composition.requested)} tests"
+    if found:
+        if not engine.engine_reachable():
+            host = os.environ.get("DOCKER_HOST", "the default socket")
+            raise engine.EngineError(f"cannot reach a Docker engine at {host} (is dockerd running? is DOCKER_HOST "
+                                     "right?)")
+        missing_images(found, engine.local_image_exists if local else engine.image_exists, local, build_flags)
+    results = run_cases(found, engine.run_in_image, None if local else engine.pull_image, echo=echo)
+    return reports.write(sitrep.make_tests(label, results))["tests"]
