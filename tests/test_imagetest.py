@@ -32,7 +32,7 @@ DATE = datetime.date(2026, 11, 29)
 
 def _stage(**fields) -> Stage:
     return Stage(**{"name": "t", "image": "t", "context": CONTEXT, "platforms": ("linux/amd64", "linux/arm64"),
-                    **fields})
+                    "registry": "r.example/ns", **fields})
 
 
 # --- the field ---------------------------------------------------------------------------------
@@ -85,7 +85,7 @@ def test_malformed_tests_are_one_line_from_the_cli(cli, make_plugin, tmp_path):
 from bake import ImageTest, Stage, hookimpl
 @hookimpl
 def bake_plan_stages():
-    return [Stage(name="odd", image="odd", context={CONTEXT!r}, platforms=("linux/amd64",),
+    return [Stage(name="odd", image="odd", context={CONTEXT!r}, platforms=("linux/amd64",), registry="r.example/ns",
                   tests=(ImageTest("true", platforms=("linux/arm64",)),))]
 """, name="odd-tests")
     proc = cli("test", "--target", "odd", cwd=tmp_path, pythonpath=[site])
@@ -98,7 +98,8 @@ def _one_stage(make_plugin, tests: str, name: str) -> Path:
 from bake import ImageTest, Stage, hookimpl
 @hookimpl
 def bake_plan_stages():
-    return [Stage(name="one", image="one", context={CONTEXT!r}, platforms=("linux/amd64",), tests={tests})]
+    return [Stage(name="one", image="one", context={CONTEXT!r}, platforms=("linux/amd64",), registry="r.example/ns",
+                  tests={tests})]
 """, name=name)
 
 
@@ -415,7 +416,7 @@ def test_per_arch_and_local_images_and_a_missing_one(engine, it):
 BASE_FAMILY = """
 import os
 from bake import Stage, hookimpl
-from bake.resources import stage_dir, stages_dir
+from bake.resources import stage_dir
 from bake_plan_plugins.base import SMOKE_TESTS
 
 
@@ -424,7 +425,7 @@ def bake_plan_stages():
     return [Stage(name="it-base", image="it-base", context=stage_dir("base"), base_image="python:3.11-slim-bookworm",
                   registry="localhost:5555/imagetest", platforms=("linux/amd64",),
                   args={"PIP_FIND_LINKS": "/opt/wheelhouse", "PIP_NO_INDEX": "1", "APT_PACKAGES": "python3 python3-venv"},
-                  contexts={"wheelhouse": os.environ["IT_WHEELHOUSE"], "scripts": str(stages_dir() / "scripts")},
+                  contexts={"wheelhouse": os.environ["IT_WHEELHOUSE"]},
                   tests=SMOKE_TESTS)]
 """
 
