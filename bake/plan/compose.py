@@ -114,6 +114,9 @@ class PlanOptions:
         build installs only from it.
     :param wheelhouse_users: names of the stages whose Dockerfile uses the ``wheelhouse`` context
         (:func:`uses_named_context`; :func:`bake.api.make_plan` reads the Dockerfiles).
+    :param attest: bake ``attest`` entries (:func:`attestations`: provenance, SBOM) every target
+        that exports an image gets; a cache-only target gets none (it exports no image to attach
+        them to).
     """
 
     targets: Tuple[str, ...]
@@ -132,6 +135,7 @@ class PlanOptions:
     not_secret: FrozenSet[str] = frozenset()
     wheelhouse: Optional[str] = None
     wheelhouse_users: FrozenSet[str] = frozenset()
+    attest: Tuple[str, ...] = ()
 
     @property
     def arch(self) -> Optional[str]:
@@ -453,6 +457,26 @@ def compose(stages: Dict[str, Stage], options: PlanOptions, hooks: Hooks) -> Com
     return Composition(plan=plan, chain=chain, requested=requested, stages=stages)
 
 
+PROVENANCE_ATTEST = "type=provenance,mode=max"
+"""SLSA provenance with the full build definition (BuildKit's ``mode=max``: every step, its
+build args, the sources and base images by digest), not buildx's default ``mode=min``."""
+
+DEFAULT_SBOM_GENERATOR = "docker/buildkit-syft-scanner"
+"""BuildKit's own default SBOM generator image (buildkit docs, attestations/sbom.md)."""
+
+
+def attestations(provenance: bool, sbom_generator: Optional[str]) -> Tuple[str, ...]:
+    """The bake ``attest`` entries for ``--provenance`` and ``--sbom``: ``type=provenance,mode=max``,
+    and ``type=sbom,generator=IMAGE`` when ``sbom_generator`` is an image that follows BuildKit's SBOM
+    generator protocol (buildkit docs, attestations/sbom-protocol.md: run with
+    ``BUILDKIT_SCAN_SOURCE``, it writes SPDX JSON under ``BUILDKIT_SCAN_DESTINATION``);
+    ``None``: no SBOM."""
+    out = [PROVENANCE_ATTEST] if provenance else []
+    if sbom_generator is not None:
+        out.append(f"type=sbom,generator={sbom_generator}")
+    return tuple(out)
+
+
 CACHE_ONLY = "type=cacheonly"
 """The output of a target without tags: built into the cache only (buildx's cacheonly exporter)."""
 
@@ -668,4 +692,8 @@ def _target(stage: Stage, tname: str, flavor: str, platforms: List[str], ctx: _C
         # An untagged target (a wheel builder used through `uses`) is only built for what builds
         # on it: with the default output, `bake --push` stops at "tag is needed when pushing".
         target["output"] = [CACHE_ONLY]
+    if options.attest and target.get("output") != [CACHE_ONLY]:
+        # Attestations attach to an exported image: a cache-only target has none. A plugin's own
+        # attest (set in bake_plan_adjust_target) is kept.
+        target.setdefault("attest", list(options.attest))
     return target, changed
