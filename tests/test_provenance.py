@@ -127,3 +127,21 @@ def test_bad_provenance_keys_in_the_configuration_name_the_file_and_key(cli, tmp
         one_line_error(cli("plan", cwd=tmp_path))
     config.write_text('targets = ["base"]\nprovenance = "yes"\n')
     assert one_line_error(cli("plan", cwd=tmp_path)) == "bake-plan.toml: provenance: expected true or false, got a string"
+
+
+def test_the_sitrep_does_not_take_the_sbom_generator_for_a_base_image():
+    """BuildKit pulls the generator, so buildx's provenance lists it among the materials."""
+    from bake.plan.compose import sbom_generators
+    from bake.run.sitrep import base_images
+
+    def material(name, version, digest):
+        return {"uri": f"pkg:docker/{name}@{version}?platform=linux%2Famd64", "digest": {"sha256": digest}}
+
+    meta = {"buildx.build.provenance": {"materials": [
+        material("localhost:5555/stand-in/busybox", "latest", "a" * 64),
+        material("docker/buildkit-syft-scanner", "latest", "b" * 64)]}}
+    target = {"attest": [PROVENANCE, f"type=sbom,generator={DEFAULT_SBOM_GENERATOR}"]}
+    assert sbom_generators(target) == ["docker.io/docker/buildkit-syft-scanner:latest"]
+    assert base_images(meta, sbom_generators(target)) == [
+        {"image": "localhost:5555/stand-in/busybox:latest", "platform": "linux/amd64", "digest": "sha256:" + "a" * 64}]
+    assert len(base_images(meta)) == 2

@@ -477,6 +477,21 @@ def attestations(provenance: bool, sbom_generator: Optional[str]) -> Tuple[str, 
     return tuple(out)
 
 
+def sbom_generators(target: dict) -> List[str]:
+    """The SBOM generator images a target's ``attest`` names (``type=sbom,generator=IMAGE``, or the
+    object form buildx 0.19+ prints), each normalised (:func:`bake.plan.names.normalise_reference`):
+    BuildKit pulls them, so they show in the build's provenance beside the base images."""
+    out = []
+    for entry in target.get("attest") or ():
+        fields = entry if isinstance(entry, dict) else dict(p.partition("=")[::2] for p in str(entry).split(","))
+        if fields.get("type") == "sbom" and fields.get("generator"):
+            try:
+                out.append(normalise_reference(str(fields["generator"])))
+            except ValueError:
+                continue  # not an image buildx could pull: no build used it
+    return out
+
+
 CACHE_ONLY = "type=cacheonly"
 """The output of a target without tags: built into the cache only (buildx's cacheonly exporter)."""
 
