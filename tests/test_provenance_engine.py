@@ -106,8 +106,8 @@ def _assert_attested(engine, namespace):
         files = {f["fileName"]: f["checksums"][0]["checksumValue"] for f in leaf[platform]["SPDX"]["files"]}
         assert set(files) == {"./opt/root-arch", "./opt/leaf-input", "./opt/leaf-arch", "./opt/leaf-final"}
         assert files["./opt/leaf-arch"] == hashlib.sha1(f"{UNAME[platform]}\n".encode()).hexdigest(), platform
-    args = _inspect(engine, f"{namespace}/mx-leaf:latest", "Provenance")["linux/arm64"]["SLSA"]["invocation"]
-    assert args["parameters"]["args"]["build-arg:LEAF_INPUT"] == "1"  # mode=max records build args
+    invocation = _inspect(engine, f"{namespace}/mx-leaf:latest", "Provenance")["linux/arm64"]["SLSA"]["invocation"]
+    assert invocation["parameters"]["args"]["build-arg:LEAF_INPUT"] == "1"  # mode=max records build args
 
 
 def _attestation_manifests(engine, ref: str) -> list:
