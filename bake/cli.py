@@ -96,9 +96,21 @@ def _plan_arguments() -> argparse.ArgumentParser:
     common.add_argument("--wheelhouse", metavar="DIR",
                         help="a directory of wheels: every stage whose Dockerfile uses the 'wheelhouse' context "
                              "gets it, and pip in the build installs only from it (no index)")
+    _provenance_arguments(common)
     _locks_dir_argument(common)
     _sources_argument(common)
     return common
+
+
+def _provenance_arguments(parser) -> None:
+    parser.add_argument("--provenance", action=argparse.BooleanOptionalAction, default=None,
+                        help="attach SLSA provenance (mode=max: every step and build arg) to every image "
+                             "(bake's attest; config key provenance)")
+    parser.add_argument("--sbom", action=argparse.BooleanOptionalAction, default=None,
+                        help="attach an SPDX SBOM to every image, made by the --sbom-generator (config key sbom)")
+    parser.add_argument("--sbom-generator", metavar="IMAGE",
+                        help="SBOM generator image, pulled by BuildKit (default docker/buildkit-syft-scanner; "
+                             "config key sbom-generator)")
 
 
 def _selection_arguments(parser: argparse.ArgumentParser) -> None:

@@ -142,7 +142,7 @@ def _unescape(value: str) -> str:
 
 
 # Lists of "k=v,k=v" entries that buildx 0.19+ prints as objects.
-_ENTRY_LISTS = ("cache-from", "cache-to", "secret", "output")
+_ENTRY_LISTS = ("cache-from", "cache-to", "secret", "output", "attest")
 
 
 def _cache_entry(entry):

@@ -134,10 +134,11 @@ def _bridge_index(name: str):
 
 
 class PrivateEngine:
-    """A dockerd of its own (containerd image store, no iptables) on its own bridge, reachable at
-    :attr:`host` (a ``DOCKER_HOST`` value)."""
+    """A dockerd of its own (containerd image store, or the classic one with
+    ``containerd_store=False``; no iptables) on its own bridge, reachable at :attr:`host` (a
+    ``DOCKER_HOST`` value)."""
 
-    def __init__(self):
+    def __init__(self, containerd_store: bool = True):
         self.dir = Path(tempfile.mkdtemp(prefix="bph-", dir="/tmp"))  # short: a socket path has a limit
         self.socket = self.dir / "d.sock"
         self.host = f"unix://{self.socket}"
@@ -150,7 +151,7 @@ class PrivateEngine:
         subprocess.run(["ip", "addr", "add", f"10.251.{third}.1/24", "dev", self.bridge], check=True)
         subprocess.run(["ip", "link", "set", self.bridge, "up"], check=True)
         (self.dir / "daemon.json").write_text(json.dumps({
-            "features": {"containerd-snapshotter": True}, "iptables": False, "ip6tables": False,
+            "features": {"containerd-snapshotter": containerd_store}, "iptables": False, "ip6tables": False,
             "bridge": self.bridge}))
 
     def up(self) -> bool:

@@ -118,6 +118,9 @@ class PlanOptions:
     :param bake_scripts_users: names of the stages whose Dockerfile uses the ``bake-scripts``
         context (:data:`BAKE_SCRIPTS`): every target of theirs gets bake-plan's helper scripts
         there, unless the stage gives that context itself.
+    :param attest: bake ``attest`` entries (:func:`attestations`: provenance, SBOM) every target
+        that exports an image gets; a cache-only target gets none (it exports no image to attach
+        them to).
     """
 
     targets: Tuple[str, ...]
@@ -137,6 +140,7 @@ class PlanOptions:
     wheelhouse: Optional[str] = None
     wheelhouse_users: FrozenSet[str] = frozenset()
     bake_scripts_users: FrozenSet[str] = frozenset()
+    attest: Tuple[str, ...] = ()
 
     @property
     def arch(self) -> Optional[str]:
@@ -483,6 +487,41 @@ def _check_registries(stages: Sequence[Stage]) -> None:
                              "(Stage(registry=...))")
 
 
+PROVENANCE_ATTEST = "type=provenance,mode=max"
+"""SLSA provenance with the full build definition (BuildKit's ``mode=max``: every step, its
+build args, the sources and base images by digest), not buildx's default ``mode=min``."""
+
+DEFAULT_SBOM_GENERATOR = "docker/buildkit-syft-scanner"
+"""BuildKit's own default SBOM generator image (buildkit docs, attestations/sbom.md)."""
+
+
+def attestations(provenance: bool, sbom_generator: Optional[str]) -> Tuple[str, ...]:
+    """The bake ``attest`` entries for ``--provenance`` and ``--sbom``: ``type=provenance,mode=max``,
+    and ``type=sbom,generator=IMAGE`` when ``sbom_generator`` is an image that follows BuildKit's SBOM
+    generator protocol (buildkit docs, attestations/sbom-protocol.md: run with
+    ``BUILDKIT_SCAN_SOURCE``, it writes SPDX JSON under ``BUILDKIT_SCAN_DESTINATION``);
+    ``None``: no SBOM."""
+    out = [PROVENANCE_ATTEST] if provenance else []
+    if sbom_generator is not None:
+        out.append(f"type=sbom,generator={sbom_generator}")
+    return tuple(out)
+
+
+def sbom_generators(target: dict) -> List[str]:
+    """The SBOM generator images a target's ``attest`` names (``type=sbom,generator=IMAGE``, or the
+    object form buildx 0.19+ prints), each normalised (:func:`bake.plan.names.normalise_reference`):
+    BuildKit pulls them, so they show in the build's provenance beside the base images."""
+    out = []
+    for entry in target.get("attest") or ():
+        fields = entry if isinstance(entry, dict) else dict(p.partition("=")[::2] for p in str(entry).split(","))
+        if fields.get("type") == "sbom" and fields.get("generator"):
+            try:
+                out.append(normalise_reference(str(fields["generator"])))
+            except ValueError:
+                continue  # not an image buildx could pull: no build used it
+    return out
+
+
 CACHE_ONLY = "type=cacheonly"
 """The output of a target without tags: built into the cache only (buildx's cacheonly exporter)."""
 
@@ -703,4 +742,8 @@ def _target(stage: Stage, tname: str, flavor: str, platforms: List[str], ctx: _C
         # An untagged target (a wheel builder used through `uses`) is only built for what builds
         # on it: with the default output, `bake --push` stops at "tag is needed when pushing".
         target["output"] = [CACHE_ONLY]
+    if options.attest and target.get("output") != [CACHE_ONLY]:
+        # Attestations attach to an exported image: a cache-only target has none. A plugin's own
+        # attest (set in bake_plan_adjust_target) is kept.
+        target.setdefault("attest", list(options.attest))
     return target, changed

@@ -165,7 +165,8 @@ def run_build(
         were being read. A
         failed or interrupted build still writes all three files, naming the failing target.
     :raises bake.run.engine.EngineError: the engine cannot be reached (nothing was built).
-    :raises bake.errors.UsageError: ``builder`` is not a buildx builder (nothing was built).
+    :raises bake.errors.UsageError: ``builder`` is not a buildx builder, or the plan's attestations
+        cannot go through the engine's image store (nothing was built).
     :raises bake.errors.RunError: the build ran but a report could not be written.
     """
     if not engine.engine_reachable():
@@ -174,6 +175,7 @@ def run_build(
     engine.require_buildx(composition.plan, engine.buildx_version())
     if builder is not None:
         engine.check_builder(builder)
+    engine.require_attestation_store(composition.plan, load, builder)
     reports.drop_stale_metadata()
     built = composition.plan["group"][DEFAULT_GROUP]["targets"]
     run = engine.bake(plan_file, [DEFAULT_GROUP], reports.metadata_file, push=push, pull=pull, load=load, builder=builder,

@@ -367,6 +367,39 @@ def check_builder(name: str) -> None:
         raise UsageError(f"--builder {name!r}: {why}" + (f" (builders: {known})" if known else "")) from None
 
 
+CONTAINERD_STORE = "io.containerd.snapshotter.v1"
+"""``docker info``'s ``driver-type`` of the containerd image store, the engine store that holds
+image indexes and so attestation manifests (Docker docs, "containerd image store")."""
+
+
+def require_attestation_store(plan: dict, load: bool, builder: Optional[str]) -> None:
+    """Stop before building when the plan attaches attestations (bake's ``attest``: ``--provenance``,
+    ``--sbom``) and the images go through an engine image store that cannot hold them: the classic
+    store (a graph driver such as overlay2) with ``--load``, or with the ``docker`` driver, which
+    builds every image into it (buildx then fails with "Attestation is not supported for the docker
+    driver"; a ``--load`` through another driver would drop them unsaid). The containerd image store
+    keeps them.
+
+    :raises UsageError: one line naming the options, the store, and the ways out.
+    """
+    if not any(target.get("attest") for target in plan.get("target", {}).values()):
+        return
+    from python_on_whales import DockerException, docker
+
+    try:
+        info = docker.info()
+        store = dict(info.driver_status or []).get("driver-type")
+        driver = docker.buildx.inspect(builder).driver if not load else None
+    except DockerException:  # the build itself says what is wrong, in buildx's words
+        return
+    if store == CONTAINERD_STORE or (not load and driver != "docker"):
+        return
+    how = "--load" if load else f"the docker driver of builder '{builder or 'default'}'"
+    raise UsageError(f"--provenance/--sbom: this engine's image store ({info.driver}) cannot hold attestations, "
+                     f"and {how} puts the images there; turn on the containerd image store, or --push through "
+                     "a docker-container builder (--builder)")
+
+
 def _last_line(err) -> str:
     lines = (getattr(err, "stderr", None) or str(err)).strip().splitlines()
     return lines[-1].removeprefix("ERROR: ").strip() if lines else ""

@@ -18,6 +18,8 @@ import urllib.parse
 from typing import Callable, Dict, List, Optional, Sequence, Set
 
 from bake.plan import dockerfile
+from bake.plan.compose import sbom_generators
+from bake.plan.names import normalise_reference
 from bake.plan.secrets import shown
 
 PASS, FAIL, NOT_BUILT, INTERRUPTED = "pass", "fail", "not built", "interrupted"
@@ -100,13 +102,14 @@ def _sizes(target: dict, entry: dict, sizes: Callable[[str], Dict[str, int]]) ->
     return found
 
 
-def base_images(meta: dict) -> List[dict]:
+def base_images(meta: dict, tools: Sequence[str] = ()) -> List[dict]:
     """The images a target's build started from, with the digest BuildKit resolved for each:
     ``[{"image": "localhost:5555/stand-in/busybox:latest", "platform": "linux/amd64",
     "digest": "sha256:…"}]``, from the SLSA provenance buildx puts in its metadata file
     (``buildx.build.provenance``, or ``buildx.build.provenance/<platform>`` per platform; its
     ``materials`` are package URLs ``pkg:docker/<name>@<tag>?platform=…``). Empty when buildx
-    recorded no provenance."""
+    recorded no provenance. ``tools``: normalised images BuildKit pulled to run, not to build on
+    (the SBOM generator, :func:`bake.plan.compose.sbom_generators`), left out."""
     out = []
     for key, provenance in sorted(meta.items()):
         if not key.startswith("buildx.build.provenance") or not isinstance(provenance, dict):
@@ -120,9 +123,16 @@ def base_images(meta: dict) -> List[dict]:
             params = dict(urllib.parse.parse_qsl(query))
             entry = {"image": urllib.parse.unquote(f"{name}:{version}"), "platform": params.get("platform"),
                      "digest": f"sha256:{digest}"}
-            if entry not in out:
+            if entry not in out and not _is_one_of(entry["image"], tools):
                 out.append(entry)
     return out
+
+
+def _is_one_of(image: str, normalised: Sequence[str]) -> bool:
+    try:
+        return normalise_reference(image) in normalised
+    except ValueError:
+        return False
 
 
 def make_sitrep(
@@ -174,7 +184,7 @@ def make_sitrep(
             "outcome": PASS if meta else (FAIL if name in broken else NOT_BUILT),
             "platforms": list(target.get("platforms", [])),
             "tags": tags_of(target, meta),
-            "base_images": base_images(meta),
+            "base_images": base_images(meta, sbom_generators(target)),
             "digest": meta.get("containerimage.digest"),
             "duration_s": None,
             "steps_cached": None,

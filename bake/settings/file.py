@@ -23,6 +23,9 @@ Keys (``bake-plan config`` prints them merged)::
     cache-from-branch = "main"                 # --cache-from-branch
     metadata-targets = ["upstream-pax"]        # --metadata-targets
     pull = true     # build --pull / --no-pull: fetch every base image anew (default: with --push)
+    provenance = true                          # --provenance: attest type=provenance,mode=max
+    sbom = true                                # --sbom: attest type=sbom (an SPDX SBOM per image)
+    sbom-generator = "localhost:5000/syft-scanner:1"  # --sbom-generator (default docker/buildkit-syft-scanner)
 
     [plugins]                                  # entry-point names
     disable = ["xla-ci"]                       # blocked before loading
@@ -80,6 +83,9 @@ SCHEMA: Dict[str, Any] = {
     "pull": "bool",
     "metadata-targets": "strs",
     "wheelhouse": "value",
+    "provenance": "bool",
+    "sbom": "bool",
+    "sbom-generator": "value",
     "plugins": {"enable": "strs", "disable": "strs"},
     "stages": ("each", _STAGE),
 }

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
 from bake.errors import ConfigError, UsageError, did_you_mean
-from bake.plan.compose import ParentImage, PlanOptions
+from bake.plan.compose import DEFAULT_SBOM_GENERATOR, ParentImage, PlanOptions, attestations
 from bake.plan.overrides import StageOverride
 from bake.plan.plugins import CORE_PLUGINS, entry_point_names
 from bake.plan.secrets import SecretSpec
@@ -40,6 +40,9 @@ FLAGS = {
     "metadata-targets": "--metadata-targets",
     "pull": "--pull",
     "wheelhouse": "--wheelhouse",
+    "provenance": "--provenance",
+    "sbom": "--sbom",
+    "sbom-generator": "--sbom-generator",
 }
 """Configuration keys a command-line flag can set too, and the flag."""
 
@@ -48,6 +51,7 @@ _FLAG_VALUES = {  # configuration key → the command line's name for it (argpar
     "base-images": "base_image", "cache-from-branch": "cache_from_branch", "metadata-targets": "metadata_targets",
     "pull": "pull",
     "wheelhouse": "wheelhouse",
+    "provenance": "provenance", "sbom": "sbom", "sbom-generator": "sbom_generator",
 }
 
 DEFAULTS: Dict[str, Any] = {
@@ -60,6 +64,9 @@ DEFAULTS: Dict[str, Any] = {
     "metadata-targets": (),  # the requested stages' final targets
     "pull": None,  # on with --push
     "wheelhouse": None,  # pip in the build uses the stages' own settings (an index)
+    "provenance": False,  # buildx's own default: provenance mode=min on pushed images
+    "sbom": False,
+    "sbom-generator": DEFAULT_SBOM_GENERATOR,
     "plugins.enable": None,  # every installed plugin
     "plugins.disable": (),
 }
@@ -215,6 +222,7 @@ class Settings:
             parents=dict(self.parents),
             secrets=self.secrets, not_secret=self.not_secret, per_arch=per_arch,
             wheelhouse=self.wheelhouse if self.command in WHEELHOUSE_COMMANDS else None,
+            attest=attestations(self["provenance"], self["sbom-generator"] if self["sbom"] else None),
         )
 
 
@@ -267,6 +275,8 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
     if (command in TARGET_COMMANDS and provenance["metadata-targets"].source == FLAGS["metadata-targets"]
             and not flag("metadata_bake_file")):
         raise UsageError("--metadata-targets needs --metadata-bake-file (the file docker/metadata-action writes)")
+    if provenance["sbom-generator"].source == FLAGS["sbom-generator"] and not provenance["sbom"].value:
+        raise UsageError("--sbom-generator is only used with an SBOM: add --sbom (or sbom = true in the configuration)")
     wheelhouse = provenance["wheelhouse"].value
     if wheelhouse is not None and command in WHEELHOUSE_COMMANDS:
         source = provenance["wheelhouse"].source
@@ -389,6 +399,8 @@ def _parse(key: str, value: Any, where: str, base: Optional[Path] = None) -> Any
         return values.base_images(list(value.items()), where)
     if key == "cache-from-branch":
         return values.branch(value, where)
+    if key == "sbom-generator":
+        return values.sbom_generator(value, where)
     if key in ("targets", "metadata-targets"):
         return values.names(value, where, "target name")
     return value

@@ -209,6 +209,18 @@ def base_image_flags(values: Sequence[str], where: str = "--base-image") -> Dict
     return base_images(pairs, where)
 
 
+def sbom_generator(value: str, where: str) -> str:
+    """The SBOM generator image (``--sbom-generator``, ``sbom-generator``): a whole image reference
+    (:func:`bake.plan.names.check_reference`) that BuildKit pulls and runs by the SBOM generator
+    protocol (buildkit docs, attestations/sbom-protocol.md), so it must be in a registry the
+    builder reaches."""
+    _filled(value, where)
+    try:
+        return check_reference(value)
+    except ValueError as err:
+        raise error(where, str(err)) from None
+
+
 def branch(value: str, where: str) -> str:
     """A branch name for cache refs (``--cache-branch``, ``cache-from-branch``): one line of
     printable characters, at most 255 (git's own limit for a ref name component is looser;
