@@ -48,8 +48,9 @@ def compose(settings: Settings, per_arch: bool = True) -> Composition:
     return composition
 
 
-def plan_path(settings: Settings) -> str:
-    """Where the plan goes (``-o``, default ``docker-bake.hcl``/``.json``; ``-`` is stdout).
+def write_plan(settings: Settings, composition: Composition, summary_to: TextIO) -> str:
+    """Write the plan file (``-o``, default ``docker-bake.hcl``/``.json``; ``-`` is stdout) and a
+    summary of its targets to ``summary_to``. :returns: where the plan went.
 
     :raises bake.errors.OutputError: a file bake-plan did not write is there, and no ``--force``
         (:func:`bake.owned.check_plan_file`).
@@ -57,13 +58,6 @@ def plan_path(settings: Settings) -> str:
     output = settings.output or DEFAULT_FILES[settings.format]
     if output != "-":
         check_plan_file(output, force=settings.force)
-    return output
-
-
-def write_plan(settings: Settings, composition: Composition, summary_to: TextIO) -> str:
-    """Write the plan file (:func:`plan_path`) and a summary of its targets to ``summary_to``.
-    :returns: where the plan went."""
-    output = plan_path(settings)
     filename = os.path.basename(output) if output != "-" else DEFAULT_FILES[settings.format]
     write_atomic(output, render(composition, settings.format, filename=filename))
     plan = composition.plan
@@ -96,7 +90,7 @@ def build(settings: Settings) -> int:
     composition = compose(settings)
     metadata_file = settings.metadata_file or settings.sitrep_dir / "bake-metadata.json"
     reports = Reports.from_environment(settings.sitrep_dir, metadata_file)
-    reports.prepare(Path(plan_path(settings)))  # a file not bake-plan's stops the build before the old sitrep goes
+    reports.prepare(Path(settings.output or DEFAULT_FILES[settings.format]))
     plan_file = write_plan(settings, composition, sys.stdout)
     sitrep = run_build(composition, Path(plan_file), reports, push=settings.push, pull=settings.pull, load=settings.load,
                        builder=settings.builder, known_secrets=[v for v in (s.value() for s in settings.secrets) if v])

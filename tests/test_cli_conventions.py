@@ -258,7 +258,8 @@ def test_every_command_has_a_description_and_examples_that_parse():
     subcommands = next(a for a in parser._actions if a.dest == "command").choices
     assert sorted(subcommands) == sorted(COMMANDS) == sorted(HELP)
     for name, command in subcommands.items():
-        assert command.description and command.description[0].isupper(), name
+        # Its first line is a whole sentence: zsh's completion menu shows it beside the command.
+        assert command.description[0].isupper() and command.description.splitlines()[0].endswith("."), name
         examples = _examples(command.epilog)
         assert 1 <= len(examples) <= 3, name
         parsed = [parse_args(argv) for argv in examples]
