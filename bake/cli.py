@@ -1,5 +1,5 @@
 """The command line: ``bake-plan [plan] --target T…``, ``build``, ``publish``, ``matrix``, ``lock``,
-``wheelhouse``, ``bump``, ``stages``, ``graph``, ``config``: argparse → :func:`bake.settings.merge.gather` (flags,
+``wheelhouse``, ``bump``, ``stages``, ``graph``, ``config`` (and ``completion``, made from the parser): argparse → :func:`bake.settings.merge.gather` (flags,
 configuration file and environment, checked once) → one function of :mod:`bake.commands`.
 
 The core raises :class:`bake.errors.BakePlanError`; only this module prints and picks exit
@@ -18,7 +18,7 @@ from typing import List, Optional, Sequence
 
 from bake import commands
 from bake.errors import BakePlanError, UsageError, did_you_mean
-from bake.output import claim_stdout, discard_stdout
+from bake.output import claim_stdout, discard_stdout, write_atomic
 from bake.pip.sources import use_manifest
 from bake.plan.secrets import redact, shown
 from bake.plan.text import one_line
@@ -26,10 +26,13 @@ from bake.settings import values
 from bake.settings.merge import gather
 from bake.version import __version__
 
-COMMANDS = ("plan", "build", "publish", "matrix", "lock", "bump", "stages", "graph", "config", "wheelhouse", "test")
+COMMANDS = ("plan", "build", "publish", "matrix", "lock", "bump", "stages", "graph", "config", "wheelhouse",
+            "test", "completion")
 DEFAULT_LOCKS_DIR = "locks"
 FORMATS = ("hcl", "json")
 GRAPH_FORMATS = ("mermaid", "markdown", "dot")
+TEXT_FORMATS = ("text", "json")  # stages, publish: lines for people, or one JSON document
+SHELLS = ("bash", "zsh")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -88,8 +91,11 @@ def _plan_arguments() -> argparse.ArgumentParser:
     common.add_argument("--format", choices=FORMATS,
                         help="plan file format (default: json for -o NAME.json, else hcl); buildx reads "
                              "NAME.hcl only as HCL and NAME.json only as JSON")
-    common.add_argument("-o", "--output", help="plan file to write, or - for stdout "
-                                               "(default docker-bake.hcl / docker-bake.json)")
+    common.add_argument("-o", "--output", metavar="FILE", help="plan file to write, or - for stdout "
+                                                               "(default docker-bake.hcl / docker-bake.json)")
+    common.add_argument("--force", action="store_true",
+                        help="replace the plan file even when bake-plan did not write it (a hand-written "
+                             "docker-bake.hcl); without it such a file is left as it is and refused")
     common.add_argument("--locked", action="store_true",
                         help="the final stage of each --target installs exactly its lock from the locks "
                              "directory (made by `bake-plan lock`) instead of compiling")
@@ -196,9 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "(default: on with --push; config key pull)")
     build.add_argument("--load", action="store_true", help="load the images into the engine's image store")
     build.add_argument("--builder", help="buildx builder instance to use")
-    build.add_argument("--metadata-file", help="where buildx writes per-target digests "
+    build.add_argument("--metadata-file", metavar="FILE", help="where buildx writes per-target digests "
                                                "(default: bake-metadata.json in the sitrep directory)")
-    build.add_argument("--sitrep-dir", default=".", help="directory for sitrep.json, badge.json, sitrep.md (default .)")
+    build.add_argument("--sitrep-dir", default=".", metavar="DIR", help="directory for sitrep.json, badge.json, sitrep.md (default .)")
 
     publish = sub.add_parser("publish", help="merge per-arch images into multi-arch tags, only when every arch is there")
     _selection_arguments(publish)
@@ -212,6 +218,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="stages or bake targets that inherit the metadata-action target")
     publish.add_argument("--dry-run", action="store_true",
                          help="check every per-arch image and list the tags it would create, creating none")
+    publish.add_argument("--format", choices=TEXT_FORMATS, default="text",
+                         help="text: a line per tag; json: the lines go to stderr and stdout gets "
+                              "{dry_run, tags: [{tag, digest, sources: [{ref, arch, digest}]}], missing}")
 
     test = sub.add_parser("test", help="run the stages' image tests in their final images, per platform, "
                                        "and add the outcomes to the sitrep")
@@ -250,6 +259,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     stages = sub.add_parser("stages", help="list every stage: its plugin, parent and platforms")
     _config_argument(stages)
+    stages.add_argument("--format", choices=TEXT_FORMATS, default="text",
+                        help="text: a table; json: a list of {name, plugin, kind, image, parent, base_image, "
+                             "platforms, python, variant, variant_of, targets}")
 
     graph = sub.add_parser("graph", help="draw the stage DAG of targets (Mermaid or Graphviz dot)")
     # Only what changes the drawing: tags, dates and cache refs are not drawn.
@@ -259,14 +271,88 @@ def build_parser() -> argparse.ArgumentParser:
     graph.add_argument("--format", choices=GRAPH_FORMATS, default="mermaid",
                        help="mermaid (flowchart text), markdown (the same in a ```mermaid block, for "
                             "GitHub and $GITHUB_STEP_SUMMARY) or dot (Graphviz)")
-    graph.add_argument("-o", "--output", default="-", help="file to write (default: stdout)")
+    graph.add_argument("-o", "--output", default="-", metavar="FILE",
+                       help="file to write (default: stdout); an existing file is replaced, as dot -o does")
 
     config = sub.add_parser("config", help="print the merged configuration and where each value came from")
     _settings_arguments(config)
     config.add_argument("--metadata-targets", action="append", metavar="T",
                         help="stages or bake targets that inherit the metadata-action target")
     config.add_argument("--format", choices=("toml", "json"), default="toml", help="output format (default toml)")
+
+    completion = sub.add_parser("completion", help="print a shell completion script made from this parser")
+    completion.add_argument("shell", choices=SHELLS, help="the shell to complete in")
+    for name, command in sub.choices.items():  # a command missing from HELP fails a test, not the CLI
+        command.description, examples = HELP.get(name, (None, ()))
+        command.epilog = "examples:\n" + "".join(f"  {line}\n" for line in examples) if examples else None
+        command.formatter_class = argparse.RawDescriptionHelpFormatter
     return parser
+
+
+HELP = {
+    "plan": ("Write the bake plan of the targets and their ancestors.\n"
+             "Each stage is a meal kit and a final target; a child builds on its parent's meal kit.\n"
+             "A plan file bake-plan did not write (a hand-written docker-bake.hcl) is left as it is\n"
+             "and refused, unless --force is given.",
+             ["bake-plan --target upstream-pax",
+              "bake-plan plan --target jax --platform linux/arm64 --format json -o -",
+              "bake-plan plan --target jax --force        # replace a hand-written docker-bake.hcl"]),
+    "build": ("Write the plan, build it with docker buildx bake, and write the sitrep.\n"
+              "sitrep.json, badge.json and sitrep.md go to --sitrep-dir; the exit status is 0 when\n"
+              "every target built, 1 when one failed, 2 for bad input or no engine.",
+              ["bake-plan build --target upstream-pax --push",
+               "bake-plan build --target upstream-pax --platform linux/amd64 --push --cache-branch pr-42",
+               "bake-plan build --target my-leaf --load --builder mybuilder --sitrep-dir reports"]),
+    "publish": ("Merge the per-arch images into multi-arch tags.\n"
+                "Each tag's TAG-amd64 and TAG-arm64 become one manifest list. Every per-arch image is\n"
+                "checked first: if any is missing, no tag is created (exit 1).",
+                ["bake-plan publish --target upstream-pax --date 2026-11-29",
+                 "bake-plan publish --target upstream-pax --dry-run --format json"]),
+    "test": ("Run the stages' image tests in their final images, per platform.\n"
+             "Each test runs in a container of the image the build pushed (--local: loaded); the\n"
+             "outcomes join sitrep.json and tests-badge.json. Exit 1 when a test failed.",
+             ["bake-plan test --target upstream-pax --platform linux/arm64 --registry ghcr.io/acme",
+              "bake-plan test --target my-leaf --local --sitrep-dir reports"]),
+    "matrix": ("Print the CI jobs, one per stage and arch, in dependency waves.\n"
+               "{\"include\": [...]} for a GitHub Actions strategy.matrix; each job has its wave and\n"
+               "the jobs it needs.",
+               ["bake-plan matrix --target upstream-pax",
+                "bake-plan matrix --target upstream-pax --wave 0 --format json",
+                "bake-plan matrix --target upstream-pax --format github-workflow -o .github/workflows/nightly.yml"]),
+    "lock": ("Compile the chain's requirements on the host into locks.\n"
+             "The requirement lines of each target and its ancestors become <locks>/<target>.txt,\n"
+             "which `bake-plan build --locked` installs exactly.",
+             ["bake-plan lock --target upstream-pax",
+              "bake-plan lock --target jax --platform linux/arm64 --locks-dir locks -f ./wheels"]),
+    "wheelhouse": ("Download the wheels the chain's build needs.\n"
+                   "For the image's Python and each platform, into a directory that --wheelhouse then\n"
+                   "sends to the build, whose pip installs from it alone.",
+                   ["bake-plan wheelhouse --target jax -o wheelhouse --python-version 3.11",
+                    "bake-plan build --target jax --wheelhouse wheelhouse"]),
+    "bump": ("Move each source's commit to the head of its tracking ref.\n"
+             "The sources manifest is rewritten; name sources to bump only those.",
+             ["bake-plan bump",
+              "bake-plan bump paxml praxis --sources stages/sources.toml"]),
+    "stages": ("List every stage the installed plugins declare.\n"
+               "Its plugin, its parent (or base image) and its platforms; --format json for scripts.",
+               ["bake-plan stages",
+                "bake-plan stages --format json"]),
+    "graph": ("Draw the stage DAG of the targets.\n"
+              "Mermaid, Mermaid in a Markdown block (GitHub, $GITHUB_STEP_SUMMARY), or Graphviz dot.",
+              ["bake-plan graph --target upstream-pax",
+               "bake-plan graph --target upstream-pax --format markdown -o graph.md",
+               "bake-plan graph --target upstream-pax --format dot -o chain.dot"]),
+    "config": ("Print the merged configuration and where each value came from.\n"
+               "Defaults, then the configuration file, the environment, and the flags.",
+               ["bake-plan config",
+                "bake-plan config --target jax --format json"]),
+    "completion": ("Print a shell completion script made from bake-plan's own parser.\n"
+                   "It completes the commands, each command's options, and choices such as --format values.",
+                   ["bake-plan completion bash > ~/.local/share/bash-completion/completions/bake-plan",
+                    "bake-plan completion zsh > ~/.zfunc/_bake-plan   # with fpath+=(~/.zfunc) before compinit"]),
+}
+"""Each command's description and examples for its ``--help`` (every example parses:
+``tests/test_cli_conventions.py``)."""
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -312,6 +398,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         args = parse_args(sys.argv[1:] if argv is None else argv)
         given = vars(args)
         _stdout_for_the_document(args)
+        if args.command == "completion":  # from the parser itself: no settings, no plugins
+            from bake.completion import script
+
+            write_atomic("-", script(build_parser(), args.shell), what="the completion script")
+            return 0
         settings = gather(args.command or "plan", given)
         for warning in settings.warnings:  # a misspelt BAKE_PLAN_* variable: said, not fatal (pip ignores unknown PIP_*)
             print(f"bake-plan: warning: {one_line(redact(warning))}", file=sys.stderr)
@@ -339,14 +430,15 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def _stdout_for_the_document(args: argparse.Namespace) -> None:
     """A command whose stdout is a document (``plan -o -``, ``matrix``, ``graph``, ``config``,
-    ``stages``) keeps stdout for it alone before any plugin loads: everything else written to
+    ``stages``, ``completion``, ``publish --format json``) keeps stdout for it alone before any plugin loads: everything else written to
     stdout, by plugin code above all, goes to stderr (:func:`bake.output.claim_stdout`). Other
     commands leave stdout alone: buildx's, pip's and git's output stays where it was."""
     command = args.command or "plan"
     if command in ("plan", "graph"):
         wanted = getattr(args, "output", None) == "-"
     else:
-        wanted = command in ("matrix", "config", "stages")
+        wanted = command in ("matrix", "config", "stages", "completion") or (
+            command == "publish" and args.format == "json")
     if wanted:
         claim_stdout()
 

@@ -18,6 +18,7 @@ from typing import TextIO
 from bake.api import FORMATS as DEFAULT_FILES
 from bake.api import make_plan, render
 from bake.output import write_atomic
+from bake.owned import check_plan_file
 from bake.plan.compose import Composition
 from bake.plan.plugins import get_plugin_manager
 from bake.settings.merge import Settings
@@ -49,8 +50,14 @@ def compose(settings: Settings, per_arch: bool = True) -> Composition:
 
 def write_plan(settings: Settings, composition: Composition, summary_to: TextIO) -> str:
     """Write the plan file (``-o``, default ``docker-bake.hcl``/``.json``; ``-`` is stdout) and a
-    summary of its targets to ``summary_to``. :returns: where the plan went."""
+    summary of its targets to ``summary_to``. :returns: where the plan went.
+
+    :raises bake.errors.OutputError: a file bake-plan did not write is there, and no ``--force``
+        (:func:`bake.owned.check_plan_file`).
+    """
     output = settings.output or DEFAULT_FILES[settings.format]
+    if output != "-":
+        check_plan_file(output, force=settings.force)
     filename = os.path.basename(output) if output != "-" else DEFAULT_FILES[settings.format]
     write_atomic(output, render(composition, settings.format, filename=filename, environment=settings.environment))
     plan = composition.plan
@@ -95,23 +102,37 @@ def build(settings: Settings) -> int:
 
 def publish(settings: Settings) -> int:
     """``bake-plan publish``: the multi-arch tags, made from the per-arch ones only when every arch
-    is there. :returns: 0 published, 1 an arch is missing (no tag was created)."""
+    is there. With ``--format json`` the progress lines go to stderr and stdout gets one JSON
+    document (:func:`publish_report`). :returns: 0 published, 1 an arch is missing (no tag was created)."""
     from bake.run import engine
     from bake.run.publish import manifests, missing_sources
     from bake.run.publish import publish as publish_all
 
     wanted = manifests(compose(settings, per_arch=False))
+    as_json = settings.format == "json"
+    lines = sys.stderr if as_json else sys.stdout
+    digests: dict = {}  # per-arch ref → digest, from the one existence check of each
+
+    def exists(ref: str) -> bool:
+        digests[ref] = engine.image_digest(ref)
+        return digests[ref] is not None
 
     def report(manifest) -> None:
-        print(f"published {manifest.tag} <- {', '.join(s.rsplit(':', 1)[-1] for s in manifest.sources)}", flush=True)
+        print(f"published {manifest.tag} <- {', '.join(s.rsplit(':', 1)[-1] for s in manifest.sources)}",
+              file=lines, flush=True)
+        if as_json:
+            digests[manifest.tag] = engine.image_digest(manifest.tag)
 
     if settings.dry_run:  # check, list, create nothing
-        missing = missing_sources(wanted, engine.image_exists)
+        missing = missing_sources(wanted, exists)
         for manifest in ([] if missing else wanted):
             print(f"would publish {manifest.tag} <- "
-                  f"{', '.join(s.rsplit(':', 1)[-1] for s in manifest.sources)}", flush=True)
+                  f"{', '.join(s.rsplit(':', 1)[-1] for s in manifest.sources)}", file=lines, flush=True)
     else:
-        missing = publish_all(wanted, engine.image_exists, engine.create_manifest, on_created=report)
+        missing = publish_all(wanted, exists, engine.create_manifest, on_created=report)
+    if as_json:
+        write_atomic("-", json.dumps(publish_report(wanted, digests, missing, settings.dry_run), indent=2) + "\n",
+                     what="the publish report")
     if missing:
         print(f"bake-plan: error: not publishing: {len(missing)} per-arch image(s) missing; no tag was created:",
               file=sys.stderr)
@@ -137,6 +158,17 @@ def test(settings: Settings) -> int:
     tests = run_image_tests(composition, reports, local=settings.local, build_flags=flags)
     print(f"bake-plan: {tests['summary']}", file=sys.stdout if tests["outcome"] == "pass" else sys.stderr)
     return 0 if tests["outcome"] == "pass" else 1
+
+
+def publish_report(wanted: list, digests: dict, missing: list, dry_run: bool) -> dict:
+    """``publish --format json``: ``{"dry_run", "tags": [{"tag", "digest", "sources": [{"ref",
+    "arch", "digest"}]}], "missing": [ref]}``. ``digest`` of a tag is its manifest list's, ``null``
+    on a dry run; ``tags`` is empty when a per-arch image is missing (nothing was created)."""
+    tags = [] if missing else [
+        {"tag": m.tag, "digest": None if dry_run else digests.get(m.tag),
+         "sources": [{"ref": ref, "arch": ref.rsplit("-", 1)[-1], "digest": digests.get(ref)} for ref in m.sources]}
+        for m in wanted]
+    return {"dry_run": dry_run, "tags": tags, "missing": list(missing)}
 
 
 def matrix(settings: Settings) -> int:
@@ -307,13 +339,26 @@ def bump(settings: Settings) -> int:
 
 
 def stages(settings: Settings) -> int:
-    """``bake-plan stages``: every stage with its plugin, parent and platforms."""
+    """``bake-plan stages``: every stage with its plugin, parent and platforms; ``--format json``:
+    a JSON list, one object per stage (``name``, ``plugin``, ``kind``, ``image`` (registry/repository,
+    ``null`` for a stage without an image), ``parent``, ``base_image``, ``platforms``, ``python``,
+    ``variant``, ``variant_of``, ``targets``: its bake targets), sorted by name."""
     from bake.api import collect_stages
+    from bake.plan.compose import target_names
     from bake.plan.plugins import Hooks
 
-    found = collect_stages(Hooks(get_plugin_manager(blocked=settings.blocked_plugins)), settings.stages)
+    found = sorted(collect_stages(Hooks(get_plugin_manager(blocked=settings.blocked_plugins)), settings.stages).values(),
+                   key=lambda s: s.name)
+    if settings.format == "json":
+        listing = [{"name": s.name, "plugin": s.plugin, "kind": s.kind,
+                    "image": f"{s.registry}/{s.image}" if s.image else None, "parent": s.parent,
+                    "base_image": s.base_image, "platforms": list(s.platforms), "python": s.python,
+                    "variant": s.variant, "variant_of": s.variant_of,
+                    "targets": [name for name, _ in target_names(s)]} for s in found]
+        write_atomic("-", json.dumps(listing, indent=2) + "\n", what="the stage list")
+        return 0
     rows = [("STAGE", "PLUGIN", "PARENT", "PLATFORMS")]
-    for stage in sorted(found.values(), key=lambda s: s.name):
+    for stage in found:
         parent = stage.parent or (f"image {stage.base_image}" if stage.base_image else "-")
         rows.append((stage.name, stage.plugin, parent, ",".join(stage.platforms)))
     widths = [max(len(r[i]) for r in rows) for i in range(3)]

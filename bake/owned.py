@@ -4,8 +4,9 @@ directory bake-plan writes into is bake-plan's to replace or delete (``docs/secu
 Two ways a file is known to be bake-plan's:
 
 - **its header**: a lock and its copy in the ``pip-lock`` context start with ``# bake-plan``
-  lines naming the stage (:mod:`bake.pip.lock` reads them); locks are committed, so the file
-  itself must say whose it is;
+  lines naming the stage (:mod:`bake.pip.lock` reads them); a plan file's first lines say
+  :data:`MARK` (the HCL header comment, the JSON ``"//"`` key; :func:`check_plan_file`). Both
+  are committed or kept beside a hand-written bake file, so the file itself must say whose it is;
 - **the directory's record** (:class:`Record`): ``.bake-plan-written.json`` lists each file
   bake-plan wrote there with the sha256 of what it wrote (the reports of a build, the wheels
   ``bake-plan wheelhouse`` added, the wheelhouse's OCI layout). A file is bake-plan's while it
@@ -34,6 +35,48 @@ RECORD = ".bake-plan-written.json"
 """The record of what bake-plan wrote in a directory: ``{"written": {name: sha256 or null}}``
 (``null``: a file bake-plan had another program write, such as buildx's metadata file; any
 regular file of that name is then bake-plan's)."""
+
+
+MARK = "written by bake-plan"
+"""What the first lines of a plan file bake-plan wrote say: the HCL header's comment
+(``docker-bake.hcl.tmpl``) and the JSON plan's ``"//"`` key (a comment to bake: the HCL JSON
+syntax ignores a property named ``//``; buildx's ``--print`` drops it)."""
+
+_MARK_WITHIN = 512
+"""How far into a file :data:`MARK` is looked for, in bytes (both headers put it on line 1 or 2)."""
+
+
+def says_written_by_bake_plan(path: Union[str, Path]) -> bool:
+    """Whether the regular file at ``path`` (a symbolic link followed, as the plan's writer does)
+    says :data:`MARK` in its first :data:`_MARK_WITHIN` bytes. ``False`` when it cannot be read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return False
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode) and MARK.encode() in os.read(fd, _MARK_WITHIN)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def check_plan_file(path: Union[str, Path], force: bool = False) -> None:
+    """Refuse to replace a plan file bake-plan did not write: a hand-written ``docker-bake.hcl``
+    (bake-action users often keep one) is no plan of bake-plan's to overwrite.
+
+    Nothing is refused when ``path`` is absent, not a regular file (a FIFO, ``/dev/stdout``: written
+    through, not replaced), says :data:`MARK`, or ``force`` (``--force``) is given.
+
+    :raises OutputError: ``path`` is a regular file (or a link to one) without :data:`MARK`.
+    """
+    try:
+        regular = stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return  # absent (or unreachable: writing it will say why)
+    if regular and not force and not says_written_by_bake_plan(path):
+        raise OutputError(f"{path}: bake-plan did not write this file (its first lines do not say "
+                          f"'{MARK}'), so it will not replace it: pass --force to replace it, or -o another file")
 
 
 def sha256(data: bytes) -> str:

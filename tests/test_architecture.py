@@ -42,6 +42,7 @@ LAYERS: Tuple[Tuple[int, str], ...] = (
     (5, "bake.pytest_plugin"),
     (5, "bake.commands"),
     (5, "bake.cli"),
+    (5, "bake.completion"),
 )
 """An import may only go to the same layer or a lower one. A module in no layer is an error: a
 new module is placed here (and in docs/architecture.md) when it is added."""

@@ -196,11 +196,12 @@ def small_filesystem(tmp_path):
 def test_output_on_a_full_disk_leaves_the_old_plan_whole(cli, tmp_path, small_filesystem):
     """The plan (40 kB) does not fit: the old one stays as it was, no temporary file is left."""
     fs = small_filesystem()
-    (fs / "docker-bake.hcl").write_text("old plan\n")
+    old = "# docker-bake.hcl: written by bake-plan 0.0 (an old plan of its own)\n"
+    (fs / "docker-bake.hcl").write_text(old)
     proc = cli("--target", "upstream-pax", "--target", "xla-ci", "-o", str(fs / "docker-bake.hcl"), cwd=tmp_path)
     assert_one_line_error(proc, "cannot write the plan", "No space left on device")
     assert [p.name for p in fs.iterdir()] == ["docker-bake.hcl"]
-    assert (fs / "docker-bake.hcl").read_text() == "old plan\n"
+    assert (fs / "docker-bake.hcl").read_text() == old
 
 
 def test_output_on_a_read_only_filesystem(cli, tmp_path, small_filesystem):
@@ -220,7 +221,7 @@ def test_existing_plan_kept_on_error(cli, tmp_path):
 
 def test_output_through_a_symlink_replaces_the_file_it_points_to(cli, tmp_path):
     (tmp_path / "plans").mkdir()
-    (tmp_path / "plans" / "real.hcl").write_text("old\n")
+    (tmp_path / "plans" / "real.hcl").write_text("# docker-bake.hcl: written by bake-plan 0.0\n")
     (tmp_path / "docker-bake.hcl").symlink_to("plans/real.hcl")
     cli("--target", "jax", cwd=tmp_path, check=True)
     assert (tmp_path / "docker-bake.hcl").is_symlink()
@@ -245,7 +246,7 @@ def test_output_reader_leaving_early_is_quiet(tmp_path):
     exe = console_script()
     proc = subprocess.run(f"'{exe}' --target upstream-pax --target xla-ci --format json -o - | head -c 10",
                           shell=True, capture_output=True, text=True, cwd=tmp_path, timeout=120)
-    assert proc.stdout == '{\n  "group'
+    assert proc.stdout == '{\n  "//": '  # the plan's first key says who wrote it
     assert "Traceback" not in proc.stderr and "Error" not in proc.stderr
 
 

@@ -172,10 +172,10 @@ def bake_plan_stages():
 # --- commands -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("args, line", [
-    (["completion"], f"unknown command 'completion' (commands: {ALL_COMMANDS})"),
+    (["completions"], f"unknown command 'completions'; did you mean 'completion'? (commands: {ALL_COMMANDS})"),
     (["bulid", "--target", "jax"], f"unknown command 'bulid'; did you mean 'build'? (commands: {ALL_COMMANDS})"),
     (["jax"], f"unknown command 'jax' (commands: {ALL_COMMANDS})"),
-], ids=["completion", "misspelt", "a-target-without---target"])
+], ids=["completions", "misspelt", "a-target-without---target"])
 def test_an_unknown_command_is_named_with_the_commands(cli, tmp_path, args, line):
     assert one_line(cli(*args, cwd=tmp_path)) == line
     assert list(tmp_path.iterdir()) == []

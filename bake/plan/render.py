@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Iterable, Sequence, Tuple, Union
 
 from bake.errors import BakePlanError
+from bake.owned import MARK
 from bake.plan.checks import PLAN_BLOCKS, check_attribute_name
 from bake.version import __version__
 
@@ -73,11 +74,14 @@ def check_names(plan: dict) -> None:
 
 def to_json(plan: dict) -> str:
     """The plan as a bake JSON file: UTF-8, two-space indent, keys in plan order, newline at the end.
+    Its first key, ``"//"``, says who wrote it (:data:`bake.owned.MARK`): the HCL JSON syntax
+    reads a property named ``//`` as a comment, so bake ignores it.
 
     :raises BakePlanError: a block or attribute name bake does not have (:func:`check_names`).
     """
     check_names(plan)
-    return json.dumps(_escape_tree(plan), indent=2, ensure_ascii=False) + "\n"
+    header = {"//": f"{MARK} {__version__}. Do not edit; run bake-plan again."}
+    return json.dumps({**header, **_escape_tree(plan)}, indent=2, ensure_ascii=False) + "\n"
 
 
 _HCL_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}

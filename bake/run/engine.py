@@ -415,7 +415,19 @@ def _raise_if_unanswered(err, what: str, ref: str, timeout_s: float) -> None:
 
 
 def image_exists(ref: str, timeout_s: float = REGISTRY_TIMEOUT_S) -> bool:
-    """True when ``ref`` resolves in its registry (``docker buildx imagetools inspect``).
+    """True when ``ref`` resolves in its registry (:func:`image_digest`).
+
+    :param timeout_s: how long the registry may take to answer, in seconds.
+    :raises RegistryError: the registry did not answer, or not in time (not the same as "not found").
+    :raises EngineError: the docker CLI is missing.
+    """
+    return image_digest(ref, timeout_s) is not None
+
+
+def image_digest(ref: str, timeout_s: float = REGISTRY_TIMEOUT_S) -> Optional[str]:
+    """The digest (``sha256:…``) ``ref`` resolves to in its registry, of the image or of the
+    manifest list (``docker buildx imagetools inspect --format '{{json .Manifest}}'``: the
+    descriptor's ``digest``), or ``None`` when the registry has no such image.
 
     :param timeout_s: how long the registry may take to answer, in seconds.
     :raises RegistryError: the registry did not answer, or not in time (not the same as "not found").
@@ -423,18 +435,23 @@ def image_exists(ref: str, timeout_s: float = REGISTRY_TIMEOUT_S) -> bool:
     """
     from python_on_whales import DockerException
     from python_on_whales.client_config import ClientNotFoundError
+    from python_on_whales.utils import run
 
+    client = _registry_docker(timeout_s)
     try:
-        _registry_docker(timeout_s).buildx.imagetools.inspect(ref)
-        return True
+        out = run(client.docker_cmd + ["buildx", "imagetools", "inspect", "--format", "{{json .Manifest}}", ref])
     except DockerException as err:
         _raise_if_unanswered(err, f"cannot check {ref}", ref, timeout_s)
         last = _last_line(err)
         if last.endswith("not found") or "manifest unknown" in last or "name unknown" in last.lower():
-            return False
+            return None
         raise RegistryError(f"cannot check {ref}: {last}") from None
     except (FileNotFoundError, ClientNotFoundError) as err:
         raise EngineError(f"the docker CLI was not found: {err}") from None
+    try:
+        return json.loads(out)["digest"]
+    except (ValueError, KeyError, TypeError):
+        raise RegistryError(f"cannot check {ref}: imagetools inspect gave no digest") from None
 
 
 def create_manifest(tag: str, sources: Sequence[str], timeout_s: float = REGISTRY_TIMEOUT_S) -> None:

@@ -146,9 +146,9 @@ class Settings:
     variable in force, for the plan's header) and ``warnings`` (lines for the CLI to print: a
     ``BAKE_PLAN_*`` variable that looks like a misspelt setting). The rest belong to one command
     or a few, and keep their defaults elsewhere: plan and build (``cache_branch``, ``from_registry``, ``digests`` target → sha256
-    digest, ``parents`` target → what its ``--parent-report`` says, ``secrets``, ``metadata_bake_files``, ``format``, ``output``, ``locked``,
+    digest, ``parents`` target → what its ``--parent-report`` says, ``secrets``, ``metadata_bake_files``, ``format``, ``output``, ``force`` (replace a plan file bake-plan did not write), ``locked``,
     ``locks_dir``, ``sources`` the manifest), build (``push``, ``pull``, ``load``, ``builder``, ``metadata_file``, ``sitrep_dir``),
-    publish (``dry_run``), test (``local``, ``sitrep_dir``), matrix (``format``, ``wave``, ``output``, ``check``), lock (``python``, ``pip_args``), bump (``names``),
+    publish (``dry_run``, ``format``), stages (``format``), test (``local``, ``sitrep_dir``), matrix (``format``, ``wave``, ``output``, ``check``), lock (``python``, ``pip_args``), bump (``names``),
     wheelhouse (``wheelhouse`` the directory, also plan and build's; ``python_version``; ``pip_args``;
     ``output``; ``locks_dir``),
     graph and config (``format``, ``output``).
@@ -178,6 +178,7 @@ class Settings:
     metadata_bake_files: Tuple[str, ...] = ()
     format: str = "hcl"
     output: Optional[str] = None
+    force: bool = False
     locked: bool = False
     locks_dir: Path = Path("locks")
     sources: Optional[Path] = None
@@ -302,7 +303,7 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
         from_registry=bool(flag("from_registry")), digests=digests, parents=parents, secrets=secrets,
         metadata_bake_files=tuple(flag("metadata_bake_file") or ()), format=fmt or "hcl",
         output=values.wheelhouse_output(output) if command == "wheelhouse" and output is not None
-        else output, locked=bool(flag("locked")),
+        else output, force=bool(flag("force")), locked=bool(flag("locked")),
         locks_dir=values.locks_dir(flag("locks_dir"), must_exist=bool(flag("locked")) or command == "wheelhouse")
         if flag("locks_dir") is not None else Path("locks"),
         sources=sources,
