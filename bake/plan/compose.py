@@ -114,6 +114,8 @@ class PlanOptions:
         build installs only from it.
     :param wheelhouse_users: names of the stages whose Dockerfile uses the ``wheelhouse`` context
         (:func:`uses_named_context`; :func:`bake.api.make_plan` reads the Dockerfiles).
+    :param cache_to: write each target's registry cache ref (``cache-to``); ``False`` for a build
+        that pushes nothing (``build --load``), whose registry may not be there to write to.
     """
 
     targets: Tuple[str, ...]
@@ -132,6 +134,7 @@ class PlanOptions:
     not_secret: FrozenSet[str] = frozenset()
     wheelhouse: Optional[str] = None
     wheelhouse_users: FrozenSet[str] = frozenset()
+    cache_to: bool = True
 
     @property
     def arch(self) -> Optional[str]:
@@ -659,7 +662,8 @@ def _target(stage: Stage, tname: str, flavor: str, platforms: List[str], ctx: _C
     reads = [ctx.cache_ref(s, f, b) for s, f in sources for b in branches]
     target["cache-from"] = [f"type=registry,ref={ref}" for ref in dict.fromkeys(reads)]
     own = ctx.cache_ref(stage, flavor, options.cache_branch)
-    target["cache-to"] = [f"type=registry,ref={own},mode=max,ignore-error=true"]
+    if options.cache_to:
+        target["cache-to"] = [f"type=registry,ref={own},mode=max,ignore-error=true"]
     if options.secrets:
         target["secret"] = [spec.to_bake() for spec in options.secrets]
 

@@ -22,6 +22,7 @@ Keys (``bake-plan config`` prints them merged)::
     cache-from-branch = "main"                 # --cache-from-branch
     metadata-targets = ["upstream-pax"]        # --metadata-targets
     pull = true     # build --pull / --no-pull: fetch every base image anew (default: with --push)
+    progress = "plain"   # build --progress: auto | tty | plain | quiet | rawjson
 
     [plugins]                                  # entry-point names
     disable = ["xla-ci"]                       # blocked before loading
@@ -77,6 +78,7 @@ SCHEMA: Dict[str, Any] = {
     "base-images": "table",
     "cache-from-branch": "value",
     "pull": "bool",
+    "progress": "value",
     "metadata-targets": "strs",
     "wheelhouse": "value",
     "plugins": {"enable": "strs", "disable": "strs"},
