@@ -94,7 +94,7 @@ def _tracing(settings: Settings):
 def build(settings: Settings) -> int:
     """``bake-plan build``: write the plan, run buildx on it, write the sitrep; with ``--dry-run``
     write the plan and print the ``docker buildx bake`` command on stdout (the summary on stderr),
-    build nothing and leave the reports alone.
+    build nothing and leave the reports alone (only the metadata file's directory is made).
     :returns: 0 every target built, 1 a target failed, 130 interrupted."""
     from bake.run.build import Reports, bake_argv, run_build
     from bake.run.engine import command_line
@@ -105,6 +105,7 @@ def build(settings: Settings) -> int:
         plan_file = write_plan(settings, composition, _informing(settings, sys.stderr))
         argv = bake_argv(composition, Path(plan_file), metadata_file, push=settings.push, load=settings.load,
                          pull=settings.pull, builder=settings.builder, progress=settings.progress)
+        metadata_file.parent.mkdir(parents=True, exist_ok=True)  # where buildx writes it: the command runs as printed
         print(command_line(argv))
         return 0
     reports = Reports.from_environment(settings.sitrep_dir, metadata_file)
