@@ -88,7 +88,10 @@ def _tracing(settings: Settings):
     docker …``) on stderr; else ``None``."""
     if settings.verbosity <= 0:
         return None
-    return lambda line: print(f"bake-plan: running: {line}", file=sys.stderr, flush=True)
+    from bake.plan.secrets import shown
+
+    known = [v for v in (s.value() for s in settings.secrets) if v]
+    return lambda line: print(f"bake-plan: running: {shown(line, known)}", file=sys.stderr, flush=True)
 
 
 def build(settings: Settings) -> int:
