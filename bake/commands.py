@@ -100,14 +100,15 @@ def build(settings: Settings) -> int:
     build nothing and leave the reports alone (only the metadata file's directory is made).
     :returns: 0 every target built, 1 a target failed, 130 interrupted."""
     from bake.run.build import Reports, bake_argv, run_build
-    from bake.run.engine import command_line
+    from bake.run.engine import buildx_version, command_line
 
     composition = compose(settings)
     metadata_file = settings.metadata_file or settings.sitrep_dir / "bake-metadata.json"
     if settings.dry_run:
         plan_file = write_plan(settings, composition, _informing(settings, sys.stderr))
         argv = bake_argv(composition, Path(plan_file), metadata_file, push=settings.push, load=settings.load,
-                         pull=settings.pull, builder=settings.builder, progress=settings.progress)
+                         pull=settings.pull, builder=settings.builder, progress=settings.progress,
+                         buildx=buildx_version())
         metadata_file.parent.mkdir(parents=True, exist_ok=True)  # where buildx writes it: the command runs as printed
         print(command_line(argv))
         return 0

@@ -196,3 +196,15 @@ def test_quiet_plan_prints_nothing_but_errors(cli, tmp_path):
     assert loud.stdout.startswith("bake-plan: wrote 2 targets for base to docker-bake.hcl\n")
     bad = cli("plan", "-q", "--target", "nope", "--config", "/dev/null", cwd=tmp_path)
     assert bad.returncode == 2 and bad.stderr.startswith("bake-plan: error: --target: unknown target 'nope'")
+
+
+@pytest.mark.parametrize("buildx, granted", [((0, 13, 1), False), ((0, 17, 0), True), ((0, 29, 1), True), (None, True)])
+def test_paths_are_granted_to_a_buildx_that_asks(buildx, granted):
+    from types import SimpleNamespace
+
+    from bake.run.build import bake_argv
+
+    composition = SimpleNamespace(plan={"target": {"a": {"context": "/src/a"}}}, bake_files=())
+    argv = bake_argv(composition, "p.hcl", "m.json", buildx=buildx)
+    assert ("--allow=fs.read=/src/a" in argv) is granted  # buildx 0.13's bake has no --allow
+    assert argv[-1] == "default" and argv[argv.index("--progress") + 1] == "rawjson"

@@ -8,7 +8,7 @@ import stat
 import sys
 import tempfile
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from bake.errors import OutputError, RunError
 from bake.owned import Record
@@ -137,14 +137,16 @@ def _appendable(path: str) -> None:
 
 def bake_argv(composition: Composition, plan_file: Path, metadata_file: Path, push: bool = False,
               load: bool = False, pull: bool = False, builder: Optional[str] = None,
-              progress: str = "rawjson") -> List[str]:
+              progress: str = "rawjson", buildx: Optional[Tuple[int, int, int]] = None) -> List[str]:
     """The arguments after ``docker`` that build the plan's ``default`` group
     (:func:`bake.run.engine.bake_command`), granting read access to exactly the paths the plan
-    reads (:func:`bake.plan.render.read_paths`) and reading docker/metadata-action's files after
-    the plan."""
+    reads (:func:`bake.plan.render.read_paths`; not to a ``buildx`` version older than
+    :data:`bake.run.engine.FS_ENTITLEMENTS`, which neither asks nor takes the flag; ``None``:
+    unknown, granted) and reading docker/metadata-action's files after the plan."""
+    grant = buildx is None or buildx[:2] >= engine.FS_ENTITLEMENTS
     return engine.bake_command(plan_file, [DEFAULT_GROUP], metadata_file, push=push, load=load, pull=pull,
                                builder=builder, extra_files=composition.bake_files,
-                               allow=read_paths(composition.plan), progress=progress)
+                               allow=read_paths(composition.plan) if grant else (), progress=progress)
 
 
 def console_mode(progress: str, terminal: bool) -> str:
@@ -195,12 +197,14 @@ def run_build(
     if not engine.engine_reachable():
         host = os.environ.get("DOCKER_HOST", "the default socket")
         raise engine.EngineError(f"cannot reach a Docker engine at {host} (is dockerd running? is DOCKER_HOST right?)")
-    engine.require_buildx(composition.plan, engine.buildx_version())
+    buildx = engine.buildx_version()
+    engine.require_buildx(composition.plan, buildx)
     if builder is not None:
         engine.check_builder(builder)
     reports.drop_stale_metadata()
     built = composition.plan["group"][DEFAULT_GROUP]["targets"]
-    argv = bake_argv(composition, plan_file, reports.metadata_file, push=push, load=load, pull=pull, builder=builder)
+    argv = bake_argv(composition, plan_file, reports.metadata_file, push=push, load=load, pull=pull, builder=builder,
+                     buildx=buildx)
     if trace is not None:
         trace(engine.command_line(argv))
     mode = console_mode(progress, sys.stderr.isatty())

@@ -311,6 +311,10 @@ SAME_TARGET_TWICE = (0, 15)
 result (docker/buildx#2444); older ones send one as ``target:…`` and the build fails with
 ``unsupported context source target``."""
 
+FS_ENTITLEMENTS = (0, 17)
+"""The first buildx whose bake asks before reading a path outside the working directory, and
+takes ``--allow=fs.read=PATH`` (older ones refuse the flag)."""
+
 PLATFORM_SUBSET = (0, 20)
 """The first buildx that lets a target on several platforms build on a target on more
 (docker/buildx#2877); older ones refuse any two multi-platform targets whose platforms differ."""
