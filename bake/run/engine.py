@@ -100,7 +100,7 @@ def bake_command(
 
     :param allow: the local paths the plan reads (:func:`bake.plan.render.read_paths`), each
         granted with ``--allow=fs.read=PATH`` (buildx 0.17+ asks before reading outside the
-        working directory; older buildx does not check and takes the flag too).
+        working directory; older buildx refuses the flag: give it none, :data:`FS_ENTITLEMENTS`).
     :param progress: buildx's ``--progress`` word (``rawjson`` for :func:`bake`).
     """
     argv = ["buildx", "bake"]
@@ -166,7 +166,8 @@ def bake(
     returncode = 0
     interrupted = False
     try:
-        # python-on-whales' bake() has no --allow: its stream helper runs the whole command.
+        # python-on-whales' bake() has no --allow (and types progress as auto/plain/tty): its
+        # stream helper, the one bake() itself uses, runs the whole command instead.
         for _, chunk in stream_stdout_and_stderr(docker.docker_cmd + list(argv)):
             line = chunk.decode(errors="replace")
             if raw is not None:
