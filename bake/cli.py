@@ -13,6 +13,7 @@ Error lines never show a credential or a raw control character: they go through
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import List, Optional, Sequence
 
@@ -205,6 +206,12 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--metadata-file", metavar="FILE", help="where buildx writes per-target digests "
                                                "(default: bake-metadata.json in the sitrep directory)")
     build.add_argument("--sitrep-dir", default=".", metavar="DIR", help="directory for sitrep.json, badge.json, sitrep.md (default .)")
+    build.add_argument("--progress", metavar="MODE",
+                       help=f"what buildx's progress looks like: {', '.join(values.PROGRESS_MODES)} (buildx's words; "
+                            "default auto: tty on a terminal, else plain; quiet with -q; config key progress)")
+    build.add_argument("--dry-run", action="store_true",
+                       help="write the plan and print the docker buildx bake command that would build it; "
+                            "build nothing, write no sitrep")
 
     publish = sub.add_parser("publish", help="merge per-arch images into multi-arch tags, only when every arch is there")
     _selection_arguments(publish)
@@ -283,6 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     completion = sub.add_parser("completion", help="print a shell completion script made from this parser")
     completion.add_argument("shell", choices=SHELLS, help="the shell to complete in")
     for name, command in sub.choices.items():  # a command missing from HELP fails a test, not the CLI
+        _verbosity_arguments(command)
         command.description, examples = HELP.get(name, (None, ()))
         command.epilog = "examples:\n" + "".join(f"  {line}\n" for line in examples) if examples else None
         command.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -355,6 +363,17 @@ HELP = {
 ``tests/test_cli_conventions.py``)."""
 
 
+VERBOSITY = re.compile(r"-(q+|v+)\Z|--quiet\Z|--verbose\Z")
+"""``-q``/``-v`` and their long forms, which every command takes before or after its name."""
+
+
+def _verbosity_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-q", "--quiet", action="count", default=0,
+                        help="say less: only errors and the results (on build: --progress quiet unless given)")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="say more: also each docker/buildx command bake-plan runs")
+
+
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     """Parse a command line; without a command (nothing, or an option first), ``plan`` is meant.
 
@@ -362,6 +381,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         (``unknown command 'completion' (commands: plan, build, …)``).
     """
     argv = list(argv)
+    lead = next((i for i, word in enumerate(argv) if not VERBOSITY.match(word)), len(argv))
+    if 0 < lead < len(argv) and argv[lead] in COMMANDS:  # `bake-plan -q build …` as pip and pytest take it
+        argv = [argv[lead], *argv[:lead], *argv[lead + 1:]]
     # `bake-plan --target X` means `bake-plan plan --target X`; a bare word first must be a command.
     if argv and argv[0] not in COMMANDS and not argv[0].startswith("-"):
         raise UsageError(f"unknown command {argv[0]!r}{did_you_mean(argv[0], COMMANDS)} "

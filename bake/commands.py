@@ -9,6 +9,7 @@ so planning never pays for them.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
@@ -77,23 +78,53 @@ def write_plan(settings: Settings, composition: Composition, summary_to: TextIO)
 
 
 def plan(settings: Settings) -> int:
-    """``bake-plan [plan]``: write the plan; the summary goes to stderr when the plan is on stdout."""
-    write_plan(settings, compose(settings), sys.stderr if settings.output == "-" else sys.stdout)
+    """``bake-plan [plan]``: write the plan; the summary goes to stderr when the plan is on stdout
+    (nowhere under ``-q``)."""
+    write_plan(settings, compose(settings), _informing(settings, sys.stderr if settings.output == "-" else sys.stdout))
     return 0
 
 
+def _informing(settings: Settings, stream: TextIO) -> TextIO:
+    """Where lines that only inform go: ``stream``, or nowhere under ``-q`` (which keeps errors,
+    the documents and the results, as pip's and pytest's ``-q`` do)."""
+    return io.StringIO() if settings.verbosity < 0 else stream
+
+
+def _tracing(settings: Settings):
+    """Under ``-v``, a callable that shows each command bake-plan runs (``bake-plan: running:
+    docker …``) on stderr; else ``None``."""
+    if settings.verbosity <= 0:
+        return None
+    from bake.plan.secrets import shown
+
+    known = [v for v in (s.value() for s in settings.secrets) if v]
+    return lambda line: print(f"bake-plan: running: {shown(line, known)}", file=sys.stderr, flush=True)
+
+
 def build(settings: Settings) -> int:
-    """``bake-plan build``: write the plan, run buildx on it, write the sitrep.
+    """``bake-plan build``: write the plan, run buildx on it, write the sitrep; with ``--dry-run``
+    write the plan and print the ``docker buildx bake`` command on stdout (the summary on stderr),
+    build nothing and leave the reports alone (only the metadata file's directory is made).
     :returns: 0 every target built, 1 a target failed, 130 interrupted."""
-    from bake.run.build import Reports, run_build
+    from bake.run.build import Reports, bake_argv, run_build
+    from bake.run.engine import buildx_version, command_line
 
     composition = compose(settings)
     metadata_file = settings.metadata_file or settings.sitrep_dir / "bake-metadata.json"
+    if settings.dry_run:
+        plan_file = write_plan(settings, composition, _informing(settings, sys.stderr))
+        argv = bake_argv(composition, Path(plan_file), metadata_file, push=settings.push, load=settings.load,
+                         pull=settings.pull, builder=settings.builder, progress=settings.progress,
+                         buildx=buildx_version())
+        metadata_file.parent.mkdir(parents=True, exist_ok=True)  # where buildx writes it: the command runs as printed
+        print(command_line(argv))
+        return 0
     reports = Reports.from_environment(settings.sitrep_dir, metadata_file)
     reports.prepare(Path(settings.output or DEFAULT_FILES[settings.format]))
-    plan_file = write_plan(settings, composition, sys.stdout)
+    plan_file = write_plan(settings, composition, _informing(settings, sys.stdout))
     sitrep = run_build(composition, Path(plan_file), reports, push=settings.push, pull=settings.pull, load=settings.load,
-                       builder=settings.builder, known_secrets=[v for v in (s.value() for s in settings.secrets) if v])
+                       builder=settings.builder, known_secrets=[v for v in (s.value() for s in settings.secrets) if v],
+                       progress=settings.progress, trace=_tracing(settings))
     print(f"bake-plan: {sitrep['summary']}", file=sys.stdout if sitrep["outcome"] == "pass" else sys.stderr)
     if sitrep.get("interrupted"):
         return 130
@@ -112,8 +143,11 @@ def publish(settings: Settings) -> int:
     as_json = settings.format == "json"
     lines = sys.stderr if as_json else sys.stdout
     digests: dict = {}  # per-arch ref → digest, from the one existence check of each
+    trace = _tracing(settings)
 
     def exists(ref: str) -> bool:
+        if trace:
+            trace(engine.command_line(engine.imagetools_inspect_command(ref)))
         digests[ref] = engine.image_digest(ref)
         return digests[ref] is not None
 
@@ -123,13 +157,20 @@ def publish(settings: Settings) -> int:
         if as_json:
             digests[manifest.tag] = engine.image_digest(manifest.tag)
 
-    if settings.dry_run:  # check, list, create nothing
+    def create(tag: str, sources) -> None:
+        if trace:
+            trace(engine.command_line(engine.imagetools_create_command(tag, sources)))
+        engine.create_manifest(tag, sources)
+
+    if settings.dry_run:  # check, list with the command that would make each, create nothing
         missing = missing_sources(wanted, exists)
         for manifest in ([] if missing else wanted):
             print(f"would publish {manifest.tag} <- "
-                  f"{', '.join(s.rsplit(':', 1)[-1] for s in manifest.sources)}", file=lines, flush=True)
+                  f"{', '.join(s.rsplit(':', 1)[-1] for s in manifest.sources)}\n"
+                  f"  {engine.command_line(engine.imagetools_create_command(manifest.tag, manifest.sources))}",
+                  file=lines, flush=True)
     else:
-        missing = publish_all(wanted, exists, engine.create_manifest, on_created=report)
+        missing = publish_all(wanted, exists, create, on_created=report)
     if as_json:
         write_atomic("-", json.dumps(publish_report(wanted, digests, missing, settings.dry_run), indent=2) + "\n",
                      what="the publish report")
@@ -283,12 +324,12 @@ def lock(settings: Settings) -> int:
     composition = compose(settings)
     # git-clone sources' -e file:///opt/<src> lines resolve from host checkouts (host_paths).
     for made in prepare_checkouts(composition.chain):
-        print(f"bake-plan: checked out {made}", file=sys.stderr)
+        print(f"bake-plan: checked out {made}", file=_informing(settings, sys.stderr))
     specs = [spec for name in composition.requested for spec in lock_specs(composition, name)]
     results = []
     for spec in specs:
         print(f"bake-plan: locking {spec.describe()}: {len(spec.lines)} requirement lines "
-              f"from {len({line.stage for line in spec.lines})} stages", file=sys.stderr)
+              f"from {len({line.stage for line in spec.lines})} stages", file=_informing(settings, sys.stderr))
         for line in spec.skipped:
             print(f"bake-plan: note: skipped {line.text!r} of {line.who()}: in-image path {line.missing} "
                   "has no host path (declare it in the stage's host_paths); the lock leaves it out",
@@ -318,7 +359,7 @@ def wheelhouse(settings: Settings) -> int:
     specs = [spec for name in composition.requested for spec in lock_specs(composition, name)]
     out = Path(settings.output or settings.wheelhouse or "wheelhouse").absolute()
     counts = fill(specs, out, settings.python_version, locks_dir=Path(settings.locks_dir),
-                  pip_args=settings.pip_args, report=lambda msg: print(f"bake-plan: {msg}", file=sys.stderr))
+                  pip_args=settings.pip_args, report=lambda msg: print(f"bake-plan: {msg}", file=_informing(settings, sys.stderr)))
     print(f"bake-plan: wheelhouse {out}: {counts['added']} wheels added, {counts['kept']} unchanged, "
           f"{counts['built']} built from sdists; build with --wheelhouse {out}")
     return 0

@@ -163,7 +163,17 @@ def test_publish_merges_metadata_action_tags_and_a_dry_run_creates_nothing(engin
     assert proc.returncode == 0, proc.stderr
     assert f"would publish {leaf}:v1.2.3 <- v1.2.3-amd64, v1.2.3-arm64" in proc.stdout
     assert "published " not in proc.stdout and "v1.2.3" not in engine.tags(leaf), "a dry run creates nothing"
-    proc, _ = mx("publish", "--metadata-bake-file", str(publish_meta))
+    # Under each tag, the command that would make it: run in bash, it makes that multi-arch tag.
+    lines = proc.stdout.splitlines()
+    command = lines[lines.index(f"would publish {leaf}:v1.2.3 <- v1.2.3-amd64, v1.2.3-arm64") + 1]
+    assert command == f"  docker buildx imagetools create --tag {leaf}:v1.2.3 {leaf}:v1.2.3-amd64 {leaf}:v1.2.3-arm64"
+    assert sum(line.startswith("  docker buildx imagetools create --tag ") for line in lines) == \
+        sum(line.startswith("would publish ") for line in lines)
+    subprocess.run(["bash", "-c", command], check=True, capture_output=True, timeout=300)
+    assert _platforms(engine, f"{leaf}:v1.2.3") == ["linux/amd64", "linux/arm64"]
+    proc, _ = mx("publish", "--metadata-bake-file", str(publish_meta), "-v")
     assert proc.returncode == 0, proc.stderr
+    assert f"bake-plan: running: docker buildx imagetools inspect --raw {leaf}:v1.2.3-arm64\n" in proc.stderr
+    assert f"bake-plan: running: {command.strip()}\n" in proc.stderr
     assert _platforms(engine, f"{leaf}:v1.2.3") == ["linux/amd64", "linux/arm64"]
     assert _platforms(engine, f"{mx.namespace}/mx-root:latest") == ["linux/amd64", "linux/arm64"]

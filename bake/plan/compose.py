@@ -121,6 +121,8 @@ class PlanOptions:
     :param attest: bake ``attest`` entries (:func:`attestations`: provenance, SBOM) every target
         that exports an image gets; a cache-only target gets none (it exports no image to attach
         them to).
+    :param cache_to: write each target's registry cache ref (``cache-to``); ``False`` for a build
+        that pushes nothing (``build --load``), whose registry may not be there to write to.
     """
 
     targets: Tuple[str, ...]
@@ -141,6 +143,7 @@ class PlanOptions:
     wheelhouse_users: FrozenSet[str] = frozenset()
     bake_scripts_users: FrozenSet[str] = frozenset()
     attest: Tuple[str, ...] = ()
+    cache_to: bool = True
 
     @property
     def arch(self) -> Optional[str]:
@@ -733,7 +736,8 @@ def _target(stage: Stage, tname: str, flavor: str, platforms: List[str], ctx: _C
     reads = [ctx.cache_ref(s, f, b) for s, f in sources for b in branches]
     target["cache-from"] = [f"type=registry,ref={ref}" for ref in dict.fromkeys(reads)]
     own = ctx.cache_ref(stage, flavor, options.cache_branch)
-    target["cache-to"] = [f"type=registry,ref={own},mode=max,ignore-error=true"]
+    if options.cache_to:
+        target["cache-to"] = [f"type=registry,ref={own},mode=max,ignore-error=true"]
     if options.secrets:
         target["secret"] = [spec.to_bake() for spec in options.secrets]
 

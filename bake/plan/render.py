@@ -21,6 +21,7 @@ shell word (:func:`shell_word`).
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import shlex
@@ -134,14 +135,29 @@ def _hcl_block(kind: str, name: str, attrs: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def local_dirs(plan: dict) -> list:
-    """Every local directory the plan reads (contexts and named contexts), sorted, for
-    ``--allow=fs.read=`` (buildx 0.17+ bake entitlements)."""
-    dirs = set()
+def read_paths(plan: dict) -> list:
+    """Every local path the plan makes buildx read, sorted: contexts and named contexts (a
+    directory, or the directory of an ``oci-layout://DIR@sha256:…``), a Dockerfile given by an
+    absolute path, and the file of each ``src=FILE`` build secret. What ``--allow=fs.read=PATH``
+    must grant (buildx 0.17+ bake entitlements, which ask before reading outside the working
+    directory); relative and remote values (``target:``, ``docker-image://``, a Git URL) need none.
+    """
+    paths = set()
     for target in plan.get("target", {}).values():
-        values = [target.get("context", "")] + list(target.get("contexts", {}).values())
-        dirs.update(v for v in values if v.startswith("/"))
-    return sorted(dirs)
+        values = [target.get("context", ""), target.get("dockerfile", "")] + list(target.get("contexts", {}).values())
+        for value in values:
+            if isinstance(value, str) and value.startswith(_OCI_LAYOUT):
+                value = value[len(_OCI_LAYOUT):].split("@", 1)[0].split(":", 1)[0]
+            if isinstance(value, str) and value.startswith("/"):
+                paths.add(value)
+        for entry in target.get("secret", []):
+            for field in next(csv.reader([entry])):
+                if field.startswith("src=") and field[len("src="):].startswith("/"):
+                    paths.add(field[len("src="):])
+    return sorted(paths)
+
+
+_OCI_LAYOUT = "oci-layout://"
 
 
 def shell_word(text: str) -> str:
@@ -194,7 +210,7 @@ def to_hcl(plan: dict, template: Path, requested: Iterable[str],
     return _PlanTemplate(template.read_text(encoding="utf-8")).substitute(
         version=__version__,
         # One shell word each (never through comment(), which would fold a path's own spaces).
-        allow=" ".join(shell_word(f"--allow=fs.read={d}") for d in local_dirs(plan)),
+        allow=" ".join(shell_word(f"--allow=fs.read={d}") for d in read_paths(plan)),
         requested=comment(", ".join(requested)),
         date=comment(created[:10]),
         environment=" ".join(f"{name}={shell_word(text)}" for name, text in environment) or "no setting",

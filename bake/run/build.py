@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import sys
 import tempfile
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from bake.errors import OutputError, RunError
 from bake.owned import Record
 from bake.plan.compose import DEFAULT_GROUP, Composition
+from bake.plan.render import read_paths
 from bake.plan.secrets import redact
 from bake.run import engine, sitrep
+from bake.run.progress import LiveConsole, redact_raw
 
 
 REPORT_FILES = ("sitrep.json", "badge.json", "sitrep.md")
@@ -138,6 +141,26 @@ def _appendable(path: str) -> None:
         raise OutputError(f"cannot append to {where}: {err.strerror or err}") from None
 
 
+def bake_argv(composition: Composition, plan_file: Path, metadata_file: Path, push: bool = False,
+              load: bool = False, pull: bool = False, builder: Optional[str] = None,
+              progress: str = "rawjson", buildx: Optional[Tuple[int, int, int]] = None) -> List[str]:
+    """The arguments after ``docker`` that build the plan's ``default`` group
+    (:func:`bake.run.engine.bake_command`), granting read access to exactly the paths the plan
+    reads (:func:`bake.plan.render.read_paths`; not to a ``buildx`` version older than
+    :data:`bake.run.engine.FS_ENTITLEMENTS`, which neither asks nor takes the flag; ``None``:
+    unknown, granted) and reading docker/metadata-action's files after the plan."""
+    grant = buildx is None or buildx[:2] >= engine.FS_ENTITLEMENTS
+    return engine.bake_command(plan_file, [DEFAULT_GROUP], metadata_file, push=push, load=load, pull=pull,
+                               builder=builder, extra_files=composition.bake_files,
+                               allow=read_paths(composition.plan) if grant else (), progress=progress)
+
+
+def console_mode(progress: str, terminal: bool) -> str:
+    """The ``--progress`` mode shown: buildx's ``auto`` is ``tty`` when stderr is a terminal
+    (``terminal``), else ``plain``; any other mode is itself."""
+    return ("tty" if terminal else "plain") if progress == "auto" else progress
+
+
 def run_build(
     composition: Composition,
     plan_file: Path,
@@ -147,6 +170,8 @@ def run_build(
     builder: Optional[str] = None,
     pull: bool = False,
     known_secrets: Sequence[str] = (),
+    progress: str = "plain",
+    trace: Optional[Callable[[str], None]] = None,
 ) -> dict:
     """Build the plan's ``default`` group (every target of the chain, so meal kits are tagged and
     pushed too) and write ``sitrep.json``, ``badge.json`` and ``sitrep.md`` in ``sitrep_dir``; the
@@ -160,6 +185,13 @@ def run_build(
     ``reports`` must have been prepared (:meth:`Reports.prepare`, before the plan was written);
     the previous metadata file is removed only once the engine answers.
 
+    buildx always runs with ``--progress=rawjson``, read by the one progress reader, so the
+    sitrep is whole in every mode; ``progress`` (buildx's words) only picks what stderr shows:
+    ``plain`` plain-progress lines, ``quiet`` only errors, ``tty`` one live status line
+    (:class:`bake.run.progress.LiveConsole`), ``rawjson`` buildx's JSON lines as they came
+    (redacted), ``auto`` tty on a terminal, else plain. ``trace`` receives the buildx command line
+    before it runs (``-v``).
+
     :returns: the sitrep; its ``outcome`` is ``pass``, ``fail``, or ``interrupted`` (and
         ``interrupted`` true) when Ctrl-C or SIGTERM stopped the build, also while build records
         were being read. A
@@ -172,15 +204,32 @@ def run_build(
     if not engine.engine_reachable():
         host = os.environ.get("DOCKER_HOST", "the default socket")
         raise engine.EngineError(f"cannot reach a Docker engine at {host} (is dockerd running? is DOCKER_HOST right?)")
-    engine.require_buildx(composition.plan, engine.buildx_version())
+    buildx = engine.buildx_version()
+    engine.require_buildx(composition.plan, buildx)
     if builder is not None:
         engine.check_builder(builder)
     engine.require_attestation_store(composition.plan, load, builder)
     reports.drop_stale_metadata()
     built = composition.plan["group"][DEFAULT_GROUP]["targets"]
-    run = engine.bake(plan_file, [DEFAULT_GROUP], reports.metadata_file, push=push, pull=pull, load=load, builder=builder,
-                      extra_files=composition.bake_files, sole_target=built[0] if len(built) == 1 else None,
-                      plan=composition.plan, echo=lambda line: sys.stderr.write(redact(line, known_secrets)))
+    argv = bake_argv(composition, plan_file, reports.metadata_file, push=push, load=load, pull=pull, builder=builder,
+                     buildx=buildx)
+    if trace is not None:
+        trace(engine.command_line(argv))
+    mode = console_mode(progress, sys.stderr.isatty())
+
+    def show(line: str) -> None:
+        sys.stderr.write(redact(line, known_secrets))
+
+    live = LiveConsole(show, width=lambda: shutil.get_terminal_size().columns) if mode == "tty" else None
+    raw = (lambda line: sys.stderr.write(redact_raw(line, lambda text: redact(text, known_secrets)))) \
+        if mode == "rawjson" else None
+    console = live or ((lambda line: None) if raw else show)
+    try:
+        run = engine.bake(argv, reports.metadata_file, console=console, raw=raw, only_errors=mode == "quiet",
+                          sole_target=built[0] if len(built) == 1 else None, plan=composition.plan)
+    finally:
+        if live is not None:
+            live.close()
     label = f"{', '.join(composition.requested)} build"
     interrupted = run.interrupted
     try:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from bake.errors import BakePlanError, RunError, UsageError
+from bake.plan.render import shell_word
 from bake.run.progress import ProgressReader, last_text_line
 
 
@@ -81,26 +82,72 @@ class BakeRun:
     interrupted: bool = False
 
 
-def bake(
+def bake_command(
     plan_file: Path,
     targets: Sequence[str],
     metadata_file: Path,
     push: bool = False,
     load: bool = False,
+    pull: bool = False,
     builder: Optional[str] = None,
-    echo: Callable[[str], None] = lambda line: sys.stderr.write(line),
     extra_files: Sequence[str] = (),
+    allow: Sequence[str] = (),
+    progress: str = "rawjson",
+) -> List[str]:
+    """The arguments after ``docker`` of ``docker buildx bake --file PLAN [--file EXTRA…]
+    [--allow=fs.read=PATH…] --progress MODE --metadata-file F [--push] [--load] [--pull]
+    [--builder B] TARGETS``: what :func:`bake` runs, and what ``build --dry-run`` prints.
+
+    :param allow: the local paths the plan reads (:func:`bake.plan.render.read_paths`), each
+        granted with ``--allow=fs.read=PATH`` (buildx 0.17+ asks before reading outside the
+        working directory; older buildx refuses the flag: give it none, :data:`FS_ENTITLEMENTS`).
+    :param progress: buildx's ``--progress`` word (``rawjson`` for :func:`bake`).
+    """
+    argv = ["buildx", "bake"]
+    for name in (plan_file, *extra_files):
+        argv += ["--file", str(name)]
+    argv += [f"--allow=fs.read={path}" for path in allow]
+    argv += ["--progress", progress, "--metadata-file", str(metadata_file)]
+    argv += [flag for flag, wanted in (("--push", push), ("--load", load), ("--pull", pull)) if wanted]
+    if builder is not None:
+        argv += ["--builder", builder]
+    return argv + list(targets)
+
+
+def imagetools_create_command(tag: str, sources: Sequence[str]) -> List[str]:
+    """The arguments after ``docker`` of ``docker buildx imagetools create --tag TAG SOURCES…``,
+    what :func:`create_manifest` runs (``publish --dry-run`` and ``-v`` print it)."""
+    return ["buildx", "imagetools", "create", "--tag", tag, *sources]
+
+
+def imagetools_inspect_command(ref: str) -> List[str]:
+    """The arguments after ``docker`` of the check :func:`image_exists` runs."""
+    return ["buildx", "imagetools", "inspect", "--raw", ref]
+
+
+def command_line(argv: Sequence[str]) -> str:
+    """``docker ARGV`` as one line a POSIX shell runs as is, each argument one shell word
+    (:func:`bake.plan.render.shell_word`)."""
+    return " ".join(shell_word(word) for word in ("docker", *argv))
+
+
+def bake(
+    argv: Sequence[str],
+    metadata_file: Path,
+    console: Callable[[str], None] = lambda line: sys.stderr.write(line),
+    raw: Optional[Callable[[str], None]] = None,
+    only_errors: bool = False,
     sole_target: Optional[str] = None,
     plan: Optional[dict] = None,
-    pull: bool = False,
 ) -> BakeRun:
-    """Run ``docker buildx bake -f PLAN [-f EXTRA…] --progress rawjson --metadata-file F TARGETS``,
-    read its progress (:class:`bake.run.progress.ProgressReader`) and show it to ``echo`` as
-    readable lines, one at a time with the newline. ``pull`` fetches every base image anew
-    (``--pull``) instead of using the engine's copy. ``extra_files`` are read after the plan
-    (docker/metadata-action's bake files); ``sole_target`` names the one target of a one-target
-    plan, which buildx's progress leaves unnamed; ``plan`` (the plan's JSON shape) tells which
-    target a step shared by several targets belongs to (without it: the target BuildKit named).
+    """Run ``docker ARGV`` (:func:`bake_command` with ``progress="rawjson"``) through
+    python-on-whales, read its progress (:class:`bake.run.progress.ProgressReader`, the one reader
+    of it, so the sitrep is whole whatever is shown) and show it: readable lines to ``console``,
+    one at a time with the newline (only the errors when ``only_errors``), and each line buildx
+    wrote, as written, to ``raw`` when given (``--progress rawjson``). ``sole_target`` names the
+    one target of a one-target plan, which buildx's progress leaves unnamed; ``plan`` (the plan's
+    JSON shape) tells which target a step shared by several targets belongs to (without it: the
+    target BuildKit named).
 
     When interrupted (Ctrl-C, or SIGTERM turned into :class:`KeyboardInterrupt` by the CLI), buildx
     is sent SIGINT so it cancels its builds instead of running on as an orphan, and the run comes
@@ -111,22 +158,20 @@ def bake(
     try:
         from python_on_whales import DockerException, docker
         from python_on_whales.client_config import ClientNotFoundError
+        from python_on_whales.utils import stream_stdout_and_stderr
     except ImportError as err:  # pragma: no cover - a dependency of the distribution
         raise EngineError(f"python-on-whales is not installed: {err}") from None
 
-    progress = ProgressReader(plan, sole_target, echo)
+    progress = ProgressReader(plan, sole_target, console, only_errors=only_errors)
     returncode = 0
     interrupted = False
     try:
-        lines = docker.buildx.bake(
-            targets=list(targets), files=[str(plan_file), *map(str, extra_files)], push=push, pull=pull, load=load,
-            builder=builder, metadata_file=str(metadata_file), progress="rawjson", stream_logs=True,
-            # buildx 0.17+ asks before reading contexts outside the working directory, and every
-            # context of a bake-plan plan is (stages/, plugin packages). python-on-whales has no
-            # --allow, and the contexts are the user's installed plugins, so grant them all.
-            variables={"BUILDX_BAKE_ENTITLEMENTS_FS": "0"},
-        )
-        for line in lines:
+        # python-on-whales' bake() has no --allow (and types progress as auto/plain/tty): its
+        # stream helper, the one bake() itself uses, runs the whole command instead.
+        for _, chunk in stream_stdout_and_stderr(docker.docker_cmd + list(argv)):
+            line = chunk.decode(errors="replace")
+            if raw is not None:
+                raw(line)
             progress.feed(line)
     except DockerException as err:
         returncode = err.return_code or 1
@@ -284,6 +329,10 @@ SAME_TARGET_TWICE = (0, 15)
 """The first buildx that sends two named contexts on one bake target both as that target's
 result (docker/buildx#2444); older ones send one as ``target:…`` and the build fails with
 ``unsupported context source target``."""
+
+FS_ENTITLEMENTS = (0, 17)
+"""The first buildx whose bake asks before reading a path outside the working directory, and
+takes ``--allow=fs.read=PATH`` (older ones refuse the flag)."""
 
 PLATFORM_SUBSET = (0, 20)
 """The first buildx that lets a target on several platforms build on a target on more

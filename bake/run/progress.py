@@ -47,6 +47,9 @@ _TARGET_ERROR = re.compile(r"ERROR: target ([A-Za-z0-9_.-]+):")
 # Vertices whose errors do not fail a build: a registry cache that does not exist yet.
 _HARMLESS = "importing cache manifest from "
 _CANCELED = "context canceled"
+NO_CACHE_YET = "no cache there yet"
+"""What the console says of a ``cache-from`` ref the registry does not have (a first build):
+BuildKit's ``failed to configure registry cache importer: REF: not found`` is no failure."""
 
 
 @dataclass
@@ -126,13 +129,16 @@ class ProgressReader:
         target its label names.
     :param sole_target: the one target of a one-target bake, which buildx's labels leave out.
     :param echo: receives the console, one line at a time with its newline.
+    :param only_errors: show only buildx's own text lines (its error report) and the vertices
+        that failed (``--progress quiet``); everything is still read and recorded.
     """
 
     def __init__(self, plan: Optional[dict] = None, sole_target: Optional[str] = None,
-                 echo: Callable[[str], None] = lambda line: None):
+                 echo: Callable[[str], None] = lambda line: None, only_errors: bool = False):
         self.plan = plan
         self.sole_target = sole_target
         self.echo = echo
+        self.only_errors = only_errors
         self.vertices: Dict[str, Vertex] = {}
         self.named_failed: List[str] = []  # "ERROR: target X: …"
         self.last_error = ""
@@ -266,6 +272,8 @@ class ProgressReader:
 
     def _show(self, vertex: Vertex, text: Optional[str] = None) -> None:
         """The vertex's header when the console moves to it, then ``#N text``."""
+        if self.only_errors and not (text or "").startswith("ERROR"):
+            return
         if self._current != vertex.digest:
             self._current = vertex.digest
             vertex._shown = True
@@ -351,6 +359,91 @@ class ProgressReader:
         return out
 
 
+class LiveConsole:
+    """``--progress tty``: the console of :class:`ProgressReader` as one status line rewritten in
+    place (``[+] Building 12.3s (5/9) #7 [leaf 2/2] RUN make``: seconds so far, vertices finished
+    of those seen, the latest), like buildx's own tty display but one line; a failed vertex (its header and
+    ``#N ERROR: …``) and buildx's own text lines (its error report) stay on the screen.
+
+    :param write: the terminal (stderr), written with ANSI ``ESC [K`` (erase the line).
+    :param width: the terminal's width in columns, asked at each redraw.
+    """
+
+    _LINE = re.compile(r"#(\d+) (.*)", re.DOTALL)
+
+    def __init__(self, write: Callable[[str], None], width: Callable[[], int] = lambda: 80,
+                 clock: Callable[[], float] = None):
+        import time
+
+        self.write, self.width = write, width
+        self.clock = clock or time.monotonic
+        self.start = self.clock()
+        self.names: Dict[str, str] = {}
+        self.done: set = set()
+        self.cached = 0
+        self._latest = ""
+
+    def __call__(self, line: str) -> None:
+        text = line.rstrip("\n")
+        if not text:
+            return
+        match = self._LINE.fullmatch(text)
+        if match is None:  # buildx's own text: its error report
+            self._keep(text)
+            return
+        number, rest = match.groups()
+        if number not in self.names:
+            self.names[number] = rest
+        elif rest.startswith("ERROR"):
+            self._keep(f"#{number} {self.names[number]}", text)
+        elif rest == "CACHED" or rest == "CANCELED" or rest.startswith("DONE ") or rest == NO_CACHE_YET:
+            self.cached += rest == "CACHED" and number not in self.done
+            self.done.add(number)
+        self._latest = f"#{number} {self.names[number]}"
+        self._draw()
+
+    def close(self) -> None:
+        """Replace the status line by the tally: ``[+] Building 12.3s (9/9, 4 cached) FINISHED``."""
+        self.write(f"\r\x1b[K[+] Building {self.clock() - self.start:.1f}s ({len(self.done)}/{len(self.names)}, "
+                   f"{self.cached} cached) FINISHED\n")
+
+    def _keep(self, *lines: str) -> None:
+        self.write("\r\x1b[K" + "".join(f"{line}\n" for line in lines))
+        self._draw()
+
+    def _draw(self) -> None:
+        status = f"[+] Building {self.clock() - self.start:.1f}s ({len(self.done)}/{len(self.names)}) {self._latest}"
+        self.write("\r\x1b[K" + status[:max(10, self.width() - 1)])
+
+
+def redact_raw(line: str, redact: Callable[[str], str]) -> str:
+    """One line of buildx's ``--progress=rawjson`` output with ``redact`` applied to every text in
+    it, the base64 ``data`` of its logs decoded first (a secret a step prints is there encoded);
+    a JSON status is written again compactly, a text line is redacted as it is."""
+    text = line.rstrip("\r\n")
+    try:
+        status = json.loads(text) if text.startswith("{") else None
+    except ValueError:
+        status = None
+    if not isinstance(status, dict):
+        return redact(line)
+
+    def walk(value, key=None):
+        if isinstance(value, dict):
+            return {k: walk(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v, key) for v in value]
+        if isinstance(value, str):
+            if key in ("data", "short", "detail"):  # logs' and warnings' text, base64
+                shown = _b64(value)
+                hidden = redact(shown)
+                return value if hidden == shown else base64.b64encode(hidden.encode("utf-8")).decode("ascii")
+            return redact(value)
+        return value
+
+    return json.dumps(walk(status), separators=(",", ":")) + "\n"
+
+
 def last_text_line(text: str) -> str:
     """The last line of buildx's stderr that is not a JSON status (``""`` when there is none)."""
     lines = [line for line in text.strip().splitlines() if line.strip() and not line.startswith("{")]
@@ -359,7 +452,12 @@ def last_text_line(text: str) -> str:
 
 def _end(vertex: Vertex) -> str:
     if vertex.error:
-        return "CANCELED" if vertex.error.endswith(_CANCELED) else "ERROR: " + " ".join(vertex.error.split("\n"))
+        error = " ".join(vertex.error.split("\n"))
+        if vertex.error.endswith(_CANCELED):
+            return "CANCELED"
+        if _HARMLESS in vertex.name:  # a registry cache not there (yet): the build goes on without it
+            return NO_CACHE_YET if error.endswith(": not found") else f"cache not read: {error}"
+        return "ERROR: " + error
     if vertex.cached:
         return "CACHED"
     return f"DONE {vertex.duration_s or 0:.1f}s"

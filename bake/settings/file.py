@@ -26,6 +26,7 @@ Keys (``bake-plan config`` prints them merged)::
     provenance = true                          # --provenance: attest type=provenance,mode=max
     sbom = true                                # --sbom: attest type=sbom (an SPDX SBOM per image)
     sbom-generator = "localhost:5000/syft-scanner:1"  # --sbom-generator (default docker/buildkit-syft-scanner)
+    progress = "plain"   # build --progress: auto | tty | plain | quiet | rawjson
 
     [plugins]                                  # entry-point names
     disable = ["xla-ci"]                       # blocked before loading
@@ -81,6 +82,7 @@ SCHEMA: Dict[str, Any] = {
     "base-images": "table",
     "cache-from-branch": "value",
     "pull": "bool",
+    "progress": "value",
     "metadata-targets": "strs",
     "wheelhouse": "value",
     "provenance": "bool",

@@ -43,6 +43,7 @@ FLAGS = {
     "provenance": "--provenance",
     "sbom": "--sbom",
     "sbom-generator": "--sbom-generator",
+    "progress": "--progress",
 }
 """Configuration keys a command-line flag can set too, and the flag."""
 
@@ -52,6 +53,7 @@ _FLAG_VALUES = {  # configuration key → the command line's name for it (argpar
     "pull": "pull",
     "wheelhouse": "wheelhouse",
     "provenance": "provenance", "sbom": "sbom", "sbom-generator": "sbom_generator",
+    "progress": "progress",
 }
 
 DEFAULTS: Dict[str, Any] = {
@@ -67,6 +69,7 @@ DEFAULTS: Dict[str, Any] = {
     "provenance": False,  # buildx's own default: provenance mode=min on pushed images
     "sbom": False,
     "sbom-generator": DEFAULT_SBOM_GENERATOR,
+    "progress": "auto",  # build: tty on a terminal, else plain
     "plugins.enable": None,  # every installed plugin
     "plugins.disable": (),
 }
@@ -148,7 +151,8 @@ class Settings:
     or a few, and keep their defaults elsewhere: plan and build (``cache_branch``, ``from_registry``, ``digests`` target → sha256
     digest, ``parents`` target → what its ``--parent-report`` says, ``secrets``, ``metadata_bake_files``, ``format``, ``output``, ``force`` (replace a plan file bake-plan did not write), ``locked``,
     ``locks_dir``, ``sources`` the manifest), build (``push``, ``pull``, ``load``, ``builder``, ``metadata_file``, ``sitrep_dir``),
-    publish (``dry_run``, ``format``), stages (``format``), test (``local``, ``sitrep_dir``), matrix (``format``, ``wave``, ``output``, ``check``), lock (``python``, ``pip_args``), bump (``names``),
+    every command (``verbosity``: ``-v`` count less ``-q`` count), build (``progress``, ``quiet``
+    under ``-q`` unless ``--progress`` is given; ``dry_run``), publish (``dry_run``, ``format``), stages (``format``), test (``local``, ``sitrep_dir``), matrix (``format``, ``wave``, ``output``, ``check``), lock (``python``, ``pip_args``), bump (``names``),
     wheelhouse (``wheelhouse`` the directory, also plan and build's; ``python_version``; ``pip_args``;
     ``output``; ``locks_dir``),
     graph and config (``format``, ``output``).
@@ -197,6 +201,8 @@ class Settings:
     wheelhouse: Optional[str] = None
     python_version: Optional[str] = None
     local: bool = False  # test: the engine's image store, not the registry
+    verbosity: int = 0
+    progress: str = "auto"
 
     def where(self, key: str) -> str:
         """Where a configuration key's value came from, as an error line names it: its flag
@@ -224,6 +230,8 @@ class Settings:
             secrets=self.secrets, not_secret=self.not_secret, per_arch=per_arch,
             wheelhouse=self.wheelhouse if self.command in WHEELHOUSE_COMMANDS else None,
             attest=attestations(self["provenance"], self["sbom-generator"] if self["sbom"] else None),
+            # `build --load` pushes nothing: no registry is known to be there for cache-to.
+            cache_to=not (self.command == "build" and self.load and not self.push),
         )
 
 
@@ -240,6 +248,7 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
     """
     flag = given.get
     _refuse_empty(given)
+    verbosity = (flag("verbose") or 0) - (flag("quiet") or 0)
     sources = values.existing_file(flag("sources"), "--sources", "the sources manifest") if flag("sources") else None
     if command == "build" and flag("output") == "-":
         raise UsageError("build needs a plan file: -o - is for `bake-plan plan`")
@@ -315,6 +324,7 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
         python_version=values.python_version(flag("python_version"), "--python-version")
         if flag("python_version") is not None else None,
         local=bool(flag("local")),
+        verbosity=verbosity, progress=_progress(provenance["progress"], verbosity),
     )
 
 
@@ -392,6 +402,8 @@ def _parse(key: str, value: Any, where: str, base: Optional[Path] = None) -> Any
         return values.wheelhouse(value, where, base)
     if key == "registry":
         return values.registry(value, where)
+    if key == "progress":
+        return values.progress(value, where)
     if key == "platforms":
         return values.platforms(value, where)
     if key == "date":
@@ -517,6 +529,12 @@ def _blocked_plugins(provenance: Mapping[str, Setting], installed: Sequence[str]
         raise ConfigError(f"{setting.source}: no plugin is enabled: {key} leaves only bake-plan's own "
                           f"(installed: {', '.join(families)})")
     return sorted(blocked)
+
+
+def _progress(setting: Setting, verbosity: int) -> str:
+    """``--progress``/``progress``; ``-q`` makes it ``quiet`` unless ``--progress`` itself is given
+    (a flag beats the file, and the more specific flag beats ``-q``)."""
+    return "quiet" if verbosity < 0 and setting.source != FLAGS["progress"] else setting.value
 
 
 def _pull(setting: Optional[bool], push: bool) -> bool:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 from bake.documents import DocumentError, read_json
-from bake.errors import ConfigError, UsageError
+from bake.errors import ConfigError, UsageError, did_you_mean
 from bake.plan.names import (
     check_digest,
     check_platform,
@@ -230,6 +230,20 @@ def branch(value: str, where: str) -> str:
         raise error(where, f"branch name is {len(value)} characters long; at most {_MAX_BRANCH}")
     if not value.isprintable() or any(c.isspace() for c in value):
         raise error(where, f"branch name {value!r} holds whitespace or a control character")
+    return value
+
+
+PROGRESS_MODES = ("auto", "tty", "plain", "quiet", "rawjson")
+"""``build --progress`` / ``progress``: buildx's own words for its progress output (``docker
+buildx bake --progress``); ``auto`` is ``tty`` on a terminal, else ``plain``."""
+
+
+def progress(value: str, where: str) -> str:
+    """One of :data:`PROGRESS_MODES`. :raises UsageError/ConfigError: another word, naming the nearest."""
+    _filled(value, where)
+    if value not in PROGRESS_MODES:
+        raise error(where, f"{value!r} is not a progress mode{did_you_mean(value, PROGRESS_MODES)} "
+                           f"(choose from {', '.join(PROGRESS_MODES)})")
     return value
 
 
