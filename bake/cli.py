@@ -255,6 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "repository's root, e.g. .github/workflows/nightly.yml")
     matrix.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 if the -o FILE differs from what would be written (stale)")
+    matrix.add_argument("--force", action="store_true",
+                        help="replace the -o FILE even if bake-plan did not write it (a workflow of your own)")
     sub.add_parser("lock", parents=[_lock_arguments()],
                    help="compile the chain's requirements on the host into <locks>/<target>.txt")
     sub.add_parser("wheelhouse", parents=[_wheelhouse_arguments()],

@@ -19,7 +19,7 @@ from typing import TextIO
 from bake.api import FORMATS as DEFAULT_FILES
 from bake.api import make_plan, render
 from bake.output import write_atomic
-from bake.owned import check_plan_file
+from bake.owned import check_replaceable
 from bake.plan.compose import Composition
 from bake.plan.plugins import get_plugin_manager
 from bake.settings.merge import Settings
@@ -54,11 +54,11 @@ def write_plan(settings: Settings, composition: Composition, summary_to: TextIO)
     summary of its targets to ``summary_to``. :returns: where the plan went.
 
     :raises bake.errors.OutputError: a file bake-plan did not write is there, and no ``--force``
-        (:func:`bake.owned.check_plan_file`).
+        (:func:`bake.owned.check_replaceable`).
     """
     output = settings.output or DEFAULT_FILES[settings.format]
     if output != "-":
-        check_plan_file(output, force=settings.force)
+        check_replaceable(output, force=settings.force)
     filename = os.path.basename(output) if output != "-" else DEFAULT_FILES[settings.format]
     write_atomic(output, render(composition, settings.format, filename=filename, environment=settings.environment))
     plan = composition.plan
@@ -242,7 +242,7 @@ def matrix(settings: Settings) -> int:
         return 0
     output = settings.output or "-"
     if settings.format == "github-workflow" and output != "-":
-        _refuse_a_file_not_ours(output)
+        check_replaceable(output, force=settings.force)
     write_atomic(output, text, what="the workflow" if settings.format == "github-workflow" else "the matrix")
     if output != "-":
         print(f"bake-plan: wrote {len(entries)} build jobs to {output}", file=sys.stderr)
@@ -262,24 +262,6 @@ def _workflow(settings: Settings, entries) -> tuple:
     selection += [w for n in sorted(settings.not_secret) for w in ("--not-secret", n)]
     regenerate = ["bake-plan", "matrix", *selection, "--format", "github-workflow", "-o", settings.output]
     return render_workflow(entries, regenerate, selection), shlex.join(regenerate)
-
-
-def _refuse_a_file_not_ours(path: str) -> None:
-    """A workflow is replaced only when bake-plan wrote it (it starts with the header line)."""
-    from bake.owned import kind_of, not_ours
-    from bake.plan.workflow import HEADER
-
-    kind = kind_of(path)
-    if kind is None:
-        return
-    if kind == "file":
-        try:
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                if handle.readline().rstrip("\n") == HEADER:
-                    return
-        except OSError:
-            pass
-    raise not_ours(path, kind, "the workflow")
 
 
 def _check_file(path: str, text: str, rewrite: str) -> None:

@@ -5,7 +5,7 @@ Two ways a file is known to be bake-plan's:
 
 - **its header**: a lock and its copy in the ``pip-lock`` context start with ``# bake-plan``
   lines naming the stage (:mod:`bake.pip.lock` reads them); a plan file's first lines say
-  :data:`MARK` (the HCL header comment, the JSON ``"//"`` key; :func:`check_plan_file`). Both
+  :data:`MARK` (the HCL header comment, the JSON ``"//"`` key; :func:`check_replaceable`). Both
   are committed or kept beside a hand-written bake file, so the file itself must say whose it is;
 - **the directory's record** (:class:`Record`): ``.bake-plan-written.json`` lists each file
   bake-plan wrote there with the sha256 of what it wrote (the reports of a build, the wheels
@@ -61,9 +61,10 @@ def says_written_by_bake_plan(path: Union[str, Path]) -> bool:
         os.close(fd)
 
 
-def check_plan_file(path: Union[str, Path], force: bool = False) -> None:
-    """Refuse to replace a plan file bake-plan did not write: a hand-written ``docker-bake.hcl``
-    (bake-action users often keep one) is no plan of bake-plan's to overwrite.
+def check_replaceable(path: Union[str, Path], force: bool = False) -> None:
+    """Refuse to replace a document bake-plan did not write: a hand-written ``docker-bake.hcl``
+    (bake-action users often keep one), or a workflow file of the user's, is no file of bake-plan's
+    to overwrite. The plan and the workflow bake-plan writes say :data:`MARK` in their header.
 
     Nothing is refused when ``path`` is absent, not a regular file (a FIFO, ``/dev/stdout``: written
     through, not replaced), says :data:`MARK`, or ``force`` (``--force``) is given.

@@ -200,9 +200,14 @@ def test_a_workflow_bake_plan_did_not_write_is_not_replaced(cli, tmp_path):
     mine = tmp_path / "ci.yml"
     mine.write_text("name: mine\n", encoding="utf-8")
     proc = cli("matrix", "--target", "upstream-pax", "--format", "github-workflow", "-o", "ci.yml", cwd=tmp_path)
-    assert one_line_error(proc) == ("ci.yml: bake-plan did not write this file (or it changed since), so it will "
-                                    "not replace or delete it; move it away (bake-plan writes the workflow there)")
+    assert one_line_error(proc) == ("ci.yml: bake-plan did not write this file (its first lines do not say "
+                                    "'written by bake-plan'), so it will not replace it: pass --force to replace it, "
+                                    "or -o another file")
     assert mine.read_text(encoding="utf-8") == "name: mine\n"
+    forced = cli("matrix", "--target", "upstream-pax", "--format", "github-workflow", "-o", "ci.yml", "--force",
+                 cwd=tmp_path)
+    assert forced.returncode == 0, forced.stderr
+    assert mine.read_text(encoding="utf-8").startswith("# written by bake-plan")
     mine.unlink()
     first = generate(cli, tmp_path, "--target", "upstream-pax")  # its own file it replaces
     assert generate(cli, tmp_path, "--target", "upstream-pax", "--target", "upstream-t5x") != first

@@ -20,9 +20,10 @@ import json
 import shlex
 from typing import Dict, List, Mapping, Sequence
 
+from bake.owned import MARK
 from bake.plan.names import target_name
 
-HEADER = "# Written by `bake-plan matrix --format github-workflow`: do not edit by hand."
+HEADER = f"# {MARK} (`bake-plan matrix --format github-workflow`): do not edit by hand."
 """The workflow's first line: how bake-plan knows a file is its own to replace."""
 
 RUNNERS: Mapping[str, str] = {"amd64": "ubuntu-24.04", "arm64": "ubuntu-24.04-arm"}
