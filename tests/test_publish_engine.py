@@ -173,7 +173,7 @@ def test_publish_merges_metadata_action_tags_and_a_dry_run_creates_nothing(engin
     assert _platforms(engine, f"{leaf}:v1.2.3") == ["linux/amd64", "linux/arm64"]
     proc, _ = mx("publish", "--metadata-bake-file", str(publish_meta), "-v")
     assert proc.returncode == 0, proc.stderr
-    assert f"bake-plan: running: docker buildx imagetools inspect --raw {leaf}:v1.2.3-arm64\n" in proc.stderr
+    assert f"bake-plan: running: docker buildx imagetools inspect --format '{{{{json .Manifest}}}}' {leaf}:v1.2.3-arm64\n" in proc.stderr
     assert f"bake-plan: running: {command.strip()}\n" in proc.stderr
     assert _platforms(engine, f"{leaf}:v1.2.3") == ["linux/amd64", "linux/arm64"]
     assert _platforms(engine, f"{mx.namespace}/mx-root:latest") == ["linux/amd64", "linux/arm64"]

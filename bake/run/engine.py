@@ -121,8 +121,9 @@ def imagetools_create_command(tag: str, sources: Sequence[str]) -> List[str]:
 
 
 def imagetools_inspect_command(ref: str) -> List[str]:
-    """The arguments after ``docker`` of the check :func:`image_exists` runs."""
-    return ["buildx", "imagetools", "inspect", "--raw", ref]
+    """The arguments after ``docker`` of the check :func:`image_digest` runs (the descriptor of
+    ``ref``'s manifest or manifest list, as JSON)."""
+    return ["buildx", "imagetools", "inspect", "--format", "{{json .Manifest}}", ref]
 
 
 def command_line(argv: Sequence[str]) -> str:
@@ -488,7 +489,7 @@ def image_digest(ref: str, timeout_s: float = REGISTRY_TIMEOUT_S) -> Optional[st
 
     client = _registry_docker(timeout_s)
     try:
-        out = run(client.docker_cmd + ["buildx", "imagetools", "inspect", "--format", "{{json .Manifest}}", ref])
+        out = run(client.docker_cmd + imagetools_inspect_command(ref))
     except DockerException as err:
         _raise_if_unanswered(err, f"cannot check {ref}", ref, timeout_s)
         last = _last_line(err)
