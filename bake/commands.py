@@ -242,6 +242,7 @@ def matrix(settings: Settings) -> int:
         return 0
     output = settings.output or "-"
     if settings.format == "github-workflow" and output != "-":
+        Path(output).parent.mkdir(parents=True, exist_ok=True)  # .github/workflows in a new repository
         check_replaceable(output, force=settings.force)
     write_atomic(output, text, what="the workflow" if settings.format == "github-workflow" else "the matrix")
     if output != "-":

@@ -50,8 +50,9 @@ def lint(actionlint: dict, path: Path) -> None:
 
 
 def generate(cli, repo: Path, *args, env=None) -> str:
-    """Write the workflow of ``args`` at ``repo/.github/workflows/nightly.yml`` as a user would."""
-    (repo / ".github" / "workflows").mkdir(parents=True, exist_ok=True)
+    """Write the workflow of ``args`` at ``repo/.github/workflows/nightly.yml`` as a user would
+    (in a repository that may have no ``.github/workflows`` yet: bake-plan makes it)."""
+    repo.mkdir(parents=True, exist_ok=True)
     cli("matrix", *args, "--format", "github-workflow", "-o", WORKFLOW, cwd=repo, env=env, check=True)
     return (repo / WORKFLOW).read_text(encoding="utf-8")
 
@@ -74,6 +75,11 @@ def docs_workflow() -> str:
 
 def test_the_workflow_in_docs_is_what_bake_plan_writes_for_upstream_pax(cli, tmp_path):
     assert docs_workflow() == generate(cli, tmp_path, "--target", "upstream-pax")
+
+
+def test_a_new_repository_gets_its_workflows_directory(cli, tmp_path):
+    assert not (tmp_path / ".github").exists()
+    assert generate(cli, tmp_path, "--target", "upstream-pax").startswith("# written by bake-plan")
 
 
 def test_each_job_needs_exactly_the_jobs_its_matrix_entry_needs(cli, tmp_path, family_site):
