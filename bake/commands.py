@@ -364,18 +364,19 @@ def bump(settings: Settings) -> int:
 
 def stages(settings: Settings) -> int:
     """``bake-plan stages``: every stage with its plugin, parent and platforms; ``--format json``:
-    a JSON list, one object per stage (``name``, ``plugin``, ``kind``, ``image`` (registry/repository,
-    ``null`` for a stage without an image), ``parent``, ``base_image``, ``platforms``, ``python``,
+    a JSON list, one object per stage (``name``, ``plugin``, ``kind``, ``image`` (registry/repository:
+    the configured registry, else the stage's own, else the repository alone; ``null`` for a stage
+    without an image), ``parent``, ``base_image``, ``platforms``, ``python``,
     ``variant``, ``variant_of``, ``targets``: its bake targets), sorted by name."""
     from bake.api import collect_stages
-    from bake.plan.compose import target_names
+    from bake.plan.compose import repository, target_names
     from bake.plan.plugins import Hooks
 
     found = sorted(collect_stages(Hooks(get_plugin_manager(blocked=settings.blocked_plugins)), settings.stages).values(),
                    key=lambda s: s.name)
     if settings.format == "json":
         listing = [{"name": s.name, "plugin": s.plugin, "kind": s.kind,
-                    "image": f"{s.registry}/{s.image}" if s.image else None, "parent": s.parent,
+                    "image": repository(s, settings.registry) if s.image else None, "parent": s.parent,
                     "base_image": s.base_image, "platforms": list(s.platforms), "python": s.python,
                     "variant": s.variant, "variant_of": s.variant_of,
                     "targets": [name for name, _ in target_names(s)]} for s in found]

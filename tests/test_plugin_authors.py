@@ -37,6 +37,21 @@ def test_a_third_party_stage_without_a_registry_is_refused_naming_plugin_and_sta
                           "(or set registry in the configuration)", cwd=tmp_path)
 
 
+def test_commands_that_name_no_image_need_no_registry(cli, make_plugin, tmp_path):
+    """graph, matrix, lock and wheelhouse show no image name: a stage without a registry is no
+    mistake there (and those commands take no --registry to give one)."""
+    site = make_plugin(NO_REGISTRY, name="noreg")
+    graph = cli("graph", "--target", "mine", cwd=tmp_path, pythonpath=[site], check=True)
+    assert "mine" in graph.stdout
+    matrix = cli("matrix", "--target", "mine", "--format", "json", cwd=tmp_path, pythonpath=[site], check=True)
+    assert "mine" in [job["stage"] for job in json.loads(matrix.stdout)["include"]]
+    listed = cli("stages", "--format", "json", cwd=tmp_path, pythonpath=[site], check=True)
+    assert {s["name"]: s["image"] for s in json.loads(listed.stdout)}["mine"] == "mine"
+    (tmp_path / "bake-plan.toml").write_text('registry = "ghcr.io/acme"\n')
+    listed = cli("stages", "--format", "json", cwd=tmp_path, pythonpath=[site], check=True)
+    assert {s["name"]: s["image"] for s in json.loads(listed.stdout)}["mine"] == "ghcr.io/acme/mine"
+
+
 def test_a_third_party_stage_takes_the_configured_registry(cli, make_plugin, tmp_path):
     site = make_plugin(NO_REGISTRY, name="noreg")
     flag = cli("--target", "mine", "--registry", "localhost:5000/team", "-o", "-", "--format", "json",

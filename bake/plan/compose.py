@@ -84,6 +84,9 @@ class PlanOptions:
     :param platforms: normalised ``--platform`` values; empty means each stage's own platforms.
         Exactly one makes the plan per-arch: every tag and writable cache ref gets ``-<arch>``.
     :param registry: replaces every stage's registry when set.
+    :param registry_needed: the plan's image names are shown (plan, build, publish, test), so a
+        stage with no registry of its own needs ``registry``; ``False`` for commands that show none
+        (graph, matrix, lock, wheelhouse), where such a stage's image is named without one.
     :param date: the date in ``nightly-``/``mealkit-`` tags.
     :param base_images: ``(original, replacement)`` pairs: every ``FROM original`` resolves to
         ``replacement`` through a named context (``original = "docker-image://replacement"``),
@@ -129,6 +132,7 @@ class PlanOptions:
     date: datetime.date
     platforms: Tuple[str, ...] = ()
     registry: Optional[str] = None
+    registry_needed: bool = True
     base_images: Tuple[Tuple[str, str], ...] = ()
     cache_branch: Optional[str] = None
     cache_from_branch: Optional[str] = None
@@ -427,7 +431,7 @@ def compose(stages: Dict[str, Stage], options: PlanOptions, hooks: Hooks) -> Com
     # In per-job mode, the published ancestors this job takes from the registry.
     in_chain = {s.name for s in chain}
     pinned = [stages[d] for s in chain for d in dependencies(s) if d not in in_chain]
-    if options.registry is None:
+    if options.registry is None and options.registry_needed:
         _check_registries(pinned + chain)
 
     platforms: Dict[str, List[str]] = {}
@@ -532,9 +536,11 @@ CACHE_ONLY = "type=cacheonly"
 def repository(stage: Stage, registry: Optional[str]) -> str:
     """``<registry>/<image>`` of a stage; a stage without an image is named after itself.
 
-    :param registry: the configured registry, which replaces the stage's own; one of the two is
-        set (:func:`compose` checks it first)."""
-    return f"{registry or stage.registry}/{stage.image or target_name(stage.name).lower()}"
+    :param registry: the configured registry, which replaces the stage's own; with neither (a
+        plan whose image names are not shown, :attr:`PlanOptions.registry_needed`), the image alone."""
+    name = stage.image or target_name(stage.name).lower()
+    prefix = registry or stage.registry
+    return f"{prefix}/{name}" if prefix else name
 
 
 CACHE_BRANCH = "--cache-branch"

@@ -77,6 +77,10 @@ DEFAULTS: Dict[str, Any] = {
 TARGET_COMMANDS = ("plan", "build", "publish", "matrix", "lock", "graph", "wheelhouse", "test")
 """Commands that work on targets: they need one, a date and the plugins."""
 
+IMAGE_NAME_COMMANDS = ("plan", "build", "publish", "test")
+"""Commands whose plan's image names are used (written, built, pushed, merged, run): a stage with
+no registry of its own needs ``--registry`` there; graph, matrix, lock and wheelhouse name none."""
+
 WHEELHOUSE_COMMANDS = ("plan", "build")
 """Commands whose plan sends the wheelhouse (``--wheelhouse``, ``wheelhouse = "DIR"``) to the build."""
 
@@ -224,6 +228,7 @@ class Settings:
         """
         return PlanOptions(
             targets=self.targets, date=self.date, platforms=self.platforms, registry=self.registry,
+            registry_needed=self.command in IMAGE_NAME_COMMANDS,
             base_images=self.base_images, cache_from_branch=self.cache_from_branch,
             cache_branch=self.cache_branch, from_registry=self.from_registry, digests=dict(self.digests),
             parents=dict(self.parents),
