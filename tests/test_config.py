@@ -413,3 +413,16 @@ def test_printed_date_is_the_policy_with_the_day_in_the_comment(cli, tmp_path):
     assert merged(cli, tmp_path / "again")["settings"]["date"]["value"] != "2023-11-14"
     write(tmp_path / "bake-plan.toml", 'date = "2026-11-29"\n')
     assert 'date = "2026-11-29"' in cli("config", cwd=tmp_path, env=env, check=True).stdout
+
+
+def test_config_hides_an_arg_whose_name_looks_like_a_credential(cli, tmp_path):
+    """What ``plan`` refuses as a credential (by the arg's name) ``config`` does not print."""
+    write(tmp_path / "bake-plan.toml", """
+        [stages.jax]
+        args = { DB_PASSWORD = "hunter2secret", NOTE = "plain words" }
+    """)
+    as_json = merged(cli, tmp_path)["stages"]["jax"]["value"]["args"]
+    assert as_json == {"DB_PASSWORD": "<redacted>", "NOTE": "plain words"}
+    as_toml = cli("config", cwd=tmp_path, env=ENV, check=True).stdout
+    assert "hunter2secret" not in as_toml and 'DB_PASSWORD = "<redacted>"' in as_toml
+    assert tomllib.loads(as_toml)["stages"]["jax"]["args"]["NOTE"] == "plain words"

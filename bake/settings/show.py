@@ -9,7 +9,7 @@ import json
 import re
 from typing import Any, Dict, List, Mapping, Tuple
 
-from bake.plan.secrets import redact
+from bake.plan.secrets import credential_name, redact
 from bake.plan.text import printable
 from bake.settings.merge import FLAGS, Setting, Settings
 from bake.settings.values import ENV_EPOCH, is_day_policy
@@ -83,7 +83,7 @@ def to_toml(settings: Settings) -> str:
     for override in settings.stages:
         rows.append(("", ""))
         rows.append((f"[stages.{_toml_key(override.stage)}]", override.where))
-        for key, value in override.as_table().items():
+        for key, value in _shown_table(override, settings.not_secret).items():
             rows.append((f"{key} = {_toml_value(value)}", ""))
     width = max(len(text) for text, _ in rows)
     for text, source in rows:  # a comment holds no control character either (a path may)
@@ -108,12 +108,24 @@ def to_json(settings: Settings) -> str:
         setting = Setting(settings.date, settings.date_source) if key == "date" else settings.provenance[key]
         value = setting.value.isoformat() if isinstance(setting.value, datetime.date) else setting.value
         out[key] = {"value": list(value) if isinstance(value, tuple) else value, "source": setting.source}
-    stages = {o.stage: {"value": o.as_table(), "source": o.where} for o in settings.stages}
+    stages = {o.stage: {"value": _shown_table(o, settings.not_secret), "source": o.where} for o in settings.stages}
     data = {"file": str(settings.file.path) if settings.file else None, "settings": out, "stages": stages}
     text = json.dumps(_redacted(data), indent=2, ensure_ascii=False)
     # json escapes C0 controls; DEL, C1, the line separators, bidi controls and lone surrogates
     # it leaves raw: escaped too (they appear only inside strings).
     return _JSON_RAW.sub(_u_escape, text) + "\n"
+
+
+def _shown_table(override, not_secret) -> Dict[str, Any]:
+    """A stage override's table with the value of every arg whose name looks like a credential
+    (:func:`bake.plan.secrets.credential_name`, as the plan refuses it; ``--not-secret`` names
+    excepted) shown as ``<redacted>``: ``config`` never prints what ``plan`` would call a secret."""
+    table = override.as_table()
+    for key in ("args", "variant-args"):
+        if key in table:
+            table[key] = {name: "<redacted>" if name not in not_secret and credential_name(name) else value
+                          for name, value in table[key].items()}
+    return table
 
 
 def _redacted(node):
