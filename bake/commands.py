@@ -401,8 +401,13 @@ def graph(settings: Settings) -> int:
 
 
 def config(settings: Settings) -> int:
-    """``bake-plan config``: the merged configuration and where each value came from."""
+    """``bake-plan config``: the merged configuration and where each value came from, once the
+    installed plugins' stages have taken it as ``stages`` takes it (an override of no stage, a
+    plugin to disable that is not installed: one line, exit 2, as every other command says)."""
+    from bake.api import collect_stages
+    from bake.plan.plugins import Hooks
     from bake.settings.show import to_json, to_toml
 
+    collect_stages(Hooks(get_plugin_manager(blocked=settings.blocked_plugins)), settings.stages)
     write_atomic("-", to_json(settings) if settings.format == "json" else to_toml(settings), what="the configuration")
     return 0

@@ -426,3 +426,15 @@ def test_config_hides_an_arg_whose_name_looks_like_a_credential(cli, tmp_path):
     as_toml = cli("config", cwd=tmp_path, env=ENV, check=True).stdout
     assert "hunter2secret" not in as_toml and 'DB_PASSWORD = "<redacted>"' in as_toml
     assert tomllib.loads(as_toml)["stages"]["jax"]["args"]["NOTE"] == "plain words"
+
+
+@pytest.mark.parametrize("table, message", [
+    ("[stages.nosuch]\nargs = { A = \"1\" }\n", "no stage 'nosuch'"),
+    ("[plugins]\ndisable = [\"nosuch\"]\n", "no installed plugin 'nosuch'"),
+])
+def test_config_says_what_every_other_command_says_of_a_bad_configuration(cli, tmp_path, table, message):
+    (tmp_path / "bake-plan.toml").write_text(table)
+    config = cli("config", cwd=tmp_path, env=ENV)
+    stages = cli("stages", cwd=tmp_path, env=ENV)
+    assert config.returncode == stages.returncode == 2
+    assert message in config.stderr and config.stderr == stages.stderr and config.stdout == ""

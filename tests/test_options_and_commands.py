@@ -243,7 +243,7 @@ def test_a_stray_plugin_is_kept_out_by_bake_plan_plugins_disable(cli, make_plugi
     assert "is defined twice" in one_line(cli("--target", "jax", "-o", "-", cwd=tmp_path, env=env, pythonpath=[site]))
     env[ENV_PLUGINS_DISABLE] = "stray"
     cli("--target", "jax", "-o", "-", cwd=tmp_path, env=env, pythonpath=[site], check=True)
-    shown = json.loads(cli("config", "--format", "json", cwd=tmp_path, env=env, check=True).stdout)["settings"]
+    shown = json.loads(cli("config", "--format", "json", cwd=tmp_path, env=env, pythonpath=[site], check=True).stdout)["settings"]
     assert shown["plugins.disable"] == {"value": ["stray"], "source": f"env {ENV_PLUGINS_DISABLE}"}
     env[ENV_PLUGINS_DISABLE] = "strayy"
     assert one_line(cli("--target", "jax", cwd=tmp_path, env=env, pythonpath=[site])) == (

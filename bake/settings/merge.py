@@ -304,7 +304,7 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
         _matrix_flags(fmt, output, bool(flag("check")), flag("wave"))
     cache_branch = flag("cache_branch")
     blocked = ()
-    if command in TARGET_COMMANDS or command == "stages":
+    if command in TARGET_COMMANDS or command in ("stages", "config"):
         blocked = tuple(_blocked_plugins(provenance, entry_point_names()))
     return Settings(
         command=command, provenance=provenance, file=file, stages=stages,
