@@ -61,6 +61,8 @@ def write_plan(settings: Settings, composition: Composition, summary_to: TextIO)
         check_replaceable(output, force=settings.force)
     filename = os.path.basename(output) if output != "-" else DEFAULT_FILES[settings.format]
     write_atomic(output, render(composition, settings.format, filename=filename, environment=settings.environment))
+    if output != "-" and filename in DEFAULT_FILES.values():
+        _warn_of_files_read_with(output)
     plan = composition.plan
     built = plan["group"]["default"]["targets"]
     where = "stdout" if output == "-" else output
@@ -75,6 +77,26 @@ def write_plan(settings: Settings, composition: Composition, summary_to: TextIO)
         files = [output if output != "-" else DEFAULT_FILES[settings.format], *composition.bake_files]
         print(f"  build with: docker buildx bake {' '.join('-f ' + f for f in files)}", file=summary_to)
     return output
+
+
+BUILDX_READS_BY_DEFAULT = ("compose.yaml", "compose.yml", "docker-compose.yml", "docker-compose.yaml",
+                           "docker-bake.json", "docker-bake.hcl")
+"""The files ``docker buildx bake`` without ``--file`` reads together, from the current directory
+(buildx docs, "bake file definition"; the ``.override`` files, meant to be merged, left out)."""
+
+
+def _warn_of_files_read_with(output: str) -> None:
+    """A plan written under a name buildx reads by default, beside another such file (an older plan
+    in the other format, a hand-written one, a Compose file): plain ``docker buildx bake`` would
+    merge the two, so say so (a warning: the plan itself is right)."""
+    directory = os.path.dirname(output) or "."
+    others = [name for name in BUILDX_READS_BY_DEFAULT
+              if name != os.path.basename(output) and os.path.isfile(os.path.join(directory, name))]
+    if others:
+        print(f"bake-plan: warning: {', '.join(others)} {'is' if len(others) == 1 else 'are'} here too: "
+              f"`docker buildx bake` without --file reads {'it' if len(others) == 1 else 'them'} together with "
+              f"{os.path.basename(output)}; build with --file {output}, or move {'it' if len(others) == 1 else 'them'} away",
+              file=sys.stderr)
 
 
 def plan(settings: Settings) -> int:
@@ -222,6 +244,8 @@ def matrix(settings: Settings) -> int:
     """
     from bake.plan.matrix import jobs
 
+    if settings.format == "github-workflow":
+        _at_the_repository_root()
     entries = jobs(compose(settings))
     rewrite = "the same command without --check"
     if settings.format == "github-workflow":
@@ -248,6 +272,22 @@ def matrix(settings: Settings) -> int:
     if output != "-":
         print(f"bake-plan: wrote {len(entries)} build jobs to {output}", file=sys.stderr)
     return 0
+
+
+def _at_the_repository_root() -> None:
+    """The workflow's ``-o`` and its ``--check`` step are relative to the repository's root, where
+    GitHub runs the steps: written from a subdirectory of a git repository, it would check a file
+    that is not there.
+
+    :raises UsageError: the current directory is inside a git work tree but not at its top.
+    """
+    from bake.errors import UsageError
+
+    here = Path.cwd()
+    for parent in here.parents:
+        if (parent / ".git").exists() and not (here / ".git").exists():
+            raise UsageError(f"--format github-workflow: run it from the repository's root ({parent}): "
+                             "the workflow's steps run there, and its -o FILE is relative to it")
 
 
 def _workflow(settings: Settings, entries) -> tuple:

@@ -233,3 +233,13 @@ def test_matrix_flags_that_do_not_go_together(cli, tmp_path):
         assert proc.stdout == ""
     assert list(tmp_path.iterdir()) == []
 
+
+
+def test_a_workflow_is_written_from_the_repository_root_only(cli, tmp_path):
+    (tmp_path / ".git").mkdir()
+    sub = tmp_path / ".github"
+    sub.mkdir()
+    proc = cli("matrix", "--target", "upstream-pax", "--format", "github-workflow", "-o", "workflows/n.yml", cwd=sub)
+    assert one_line_error(proc) == (f"--format github-workflow: run it from the repository's root ({tmp_path}): "
+                                    "the workflow's steps run there, and its -o FILE is relative to it")
+    assert not (sub / "workflows").exists()

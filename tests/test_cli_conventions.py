@@ -271,3 +271,14 @@ def test_help_shows_the_description_and_examples_as_written(cli, tmp_path):
     assert "Write the plan, build it with docker buildx bake, and write the sitrep.\nsitrep.json" in out
     assert "examples:\n  bake-plan build --target upstream-pax --push\n" in out
     assert "--force" in out
+
+
+def test_a_plan_beside_another_file_buildx_reads_by_default_is_written_with_a_warning(cli, tmp_path):
+    """`docker buildx bake` without --file merges docker-bake.hcl, docker-bake.json and Compose
+    files: a JSON plan written beside an HCL one is right, but plain bake would read both."""
+    first = cli("--target", "jax", cwd=tmp_path, check=True)
+    assert "warning" not in first.stderr
+    second = cli("--target", "jax", "--format", "json", cwd=tmp_path, check=True)
+    assert ("bake-plan: warning: docker-bake.hcl is here too: `docker buildx bake` without --file reads it "
+            "together with docker-bake.json; build with --file docker-bake.json, or move it away") in second.stderr
+    assert (tmp_path / "docker-bake.json").is_file()
