@@ -341,6 +341,7 @@ def test_tests_run_on_both_arches_and_the_sitrep_shows_each(engine, it):
     assert answer["command"] == ["sh", "-c", answer["command"][2]] and answer["duration_s"] > 0
     hangs = next(r for r in tests["results"] if r["test"] == "hangs")
     assert 3 <= hangs["duration_s"] < 30 and hangs["output"][-1] == "bake-plan: stopped after 3 s (the test's timeout_s)"
+    assert "fail (timed out after 3 s) in " in proc.stdout + proc.stderr  # the console says so too
     assert (tests["passed"], tests["total"], tests["outcome"]) == (3, 6, "fail")
     assert tests["summary"].startswith("it-root tests: 3/6 passed (failed: it-root linux/amd64 answer")
     assert badge == {"schemaVersion": 1, "label": "it-root tests", "message": "3/6 passed", "color": "yellow"}

@@ -139,7 +139,9 @@ def run_cases(found: Sequence[Case], run: Callable[..., ContainerRun], pull: Opt
                 entry.update(outcome=sitrep.PASS if ran.exit_code == 0 and not ran.timed_out else sitrep.FAIL,
                              exit_code=ran.exit_code, duration_s=ran.duration_s, timed_out=ran.timed_out,
                              output=output)
-            echo(f"{prefix} {entry['outcome']}" + (f" (exit {entry['exit_code']})" if entry["exit_code"] else "")
+            ending = f" (timed out after {test.timeout_s:g} s)" if entry["timed_out"] else \
+                (f" (exit {entry['exit_code']})" if entry["exit_code"] else "")
+            echo(f"{prefix} {entry['outcome']}" + ending
                  + (f" in {entry['duration_s']:g} s" if entry["duration_s"] is not None else ""))
             results.append(entry)
     return results
