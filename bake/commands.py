@@ -218,7 +218,9 @@ def test(settings: Settings) -> int:
     flags = "".join(f" {flag} {value}" for key, flag, value in (("registry", "--registry", settings.registry),
                                                                  ("date", "--date", settings.date))
                     if settings.where(key) == flag)
-    tests = run_image_tests(composition, reports, local=settings.local, build_flags=flags)
+    quiet = settings.verbosity < 0  # -q: the summary line and errors only
+    tests = run_image_tests(composition, reports, local=settings.local, build_flags=flags,
+                            **({"echo": lambda line: None} if quiet else {}))
     print(f"bake-plan: {tests['summary']}", file=sys.stdout if tests["outcome"] == "pass" else sys.stderr)
     return 0 if tests["outcome"] == "pass" else 1
 
@@ -449,5 +451,7 @@ def config(settings: Settings) -> int:
     from bake.settings.show import to_json, to_toml
 
     collect_stages(Hooks(get_plugin_manager(blocked=settings.blocked_plugins)), settings.stages)
+    if settings.targets:  # the configured targets' plan, checked as `plan` checks it (nothing written)
+        compose(settings)
     write_atomic("-", to_json(settings) if settings.format == "json" else to_toml(settings), what="the configuration")
     return 0

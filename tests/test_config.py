@@ -438,3 +438,21 @@ def test_config_says_what_every_other_command_says_of_a_bad_configuration(cli, t
     stages = cli("stages", cwd=tmp_path, env=ENV)
     assert config.returncode == stages.returncode == 2
     assert message in config.stderr and config.stderr == stages.stderr and config.stdout == ""
+
+
+def test_config_checks_the_configured_targets_plan_as_plan_does(cli, tmp_path):
+    (tmp_path / "bake-plan.toml").write_text('targets = ["jax"]\n[stages.jax]\nargs = { API_TOKEN = "abc123secretvalue" }\n')
+    config, plan_ = cli("config", cwd=tmp_path, env=ENV), cli("-o", "-", cwd=tmp_path, env=ENV)
+    assert config.returncode == plan_.returncode == 2 and config.stdout == ""
+    assert "args.API_TOKEN: arg 'API_TOKEN' looks like a credential" in config.stderr
+    assert "abc123secretvalue" not in config.stderr
+    (tmp_path / "bake-plan.toml").write_text('targets = ["nosuch"]\n')
+    assert "targets: unknown target 'nosuch'" in cli("config", cwd=tmp_path, env=ENV).stderr
+
+
+def test_a_missing_sources_manifest_in_the_environment_names_the_variable(cli, tmp_path):
+    env = dict(ENV, BAKE_PLAN_SOURCES=str(tmp_path / "nope.toml"))
+    for command in ("stages", "config"):
+        assert_one_line_error(cli(command, cwd=tmp_path, env=env),
+                              f"env BAKE_PLAN_SOURCES {tmp_path / 'nope.toml'}: no such file (the sources manifest)",
+                              cwd=tmp_path)

@@ -255,6 +255,8 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
     _refuse_empty(given)
     verbosity = (flag("verbose") or 0) - (flag("quiet") or 0)
     sources = values.existing_file(flag("sources"), "--sources", "the sources manifest") if flag("sources") else None
+    if sources is None and environ.get(ENV_SOURCES):  # checked here, or a plugin reading it is blamed
+        sources = values.existing_file(environ[ENV_SOURCES], f"env {ENV_SOURCES}", "the sources manifest")
     if command == "build" and flag("output") == "-":
         raise UsageError("build needs a plan file: -o - is for `bake-plan plan`")
     file = load(flag("config"))
