@@ -103,6 +103,19 @@ def test_adjust_target_mutates_the_generated_target():
     assert "org.opencontainers.image.vendor" not in targets["upstream-pax-mealkit"]["labels"]
 
 
+def test_adjust_target_returning_a_new_target_is_a_plugin_error():
+    """The hook changes the target in place; a returned copy would be lost without a word."""
+    class Plugin:
+        @hookimpl
+        def bake_plan_adjust_target(self, stage, name, flavor, target):
+            return {**target, "labels": {"x": "y"}}
+
+    with pytest.raises(PluginError, match=r"plugin 'Plugin' returned dict from bake_plan_adjust_target for stage "
+                                          r"'base', target 'base-mealkit': the hook changes the target it is handed "
+                                          r"in place and returns nothing"):
+        plan_with(Plugin())
+
+
 def test_policy_hook_with_the_wrong_shape_is_a_plugin_error():
     class Plugin:
         @hookimpl

@@ -218,7 +218,7 @@ class Hooks:
         return stages
 
     def _call(self, hook: str, firstresult: bool = False, observe: Optional[Callable[[Optional[str]], None]] = None,
-              **kwargs) -> Tuple[object, Optional[str]]:
+              in_place: bool = False, **kwargs) -> Tuple[object, Optional[str]]:
         """Call a hook's implementations in pluggy's order, one at a time, so a failure names its
         plugin. Returns ``(answer, plugin name)``: for a ``firstresult`` hook the first answer that
         is not ``None``, else the list of answers. With a hook wrapper registered, the hook is
@@ -226,6 +226,8 @@ class Hooks:
 
         :param observe: called with the plugin name (``None`` through a hook wrapper) after each
             implementation returns, so a caller can see what that call changed.
+        :param in_place: the hook changes what it is handed and answers nothing: an answer would
+            be lost, so it is a :class:`PluginError` (a plugin returning a new target instead).
         :raises PluginError: an implementation raised, or changed a finished target (:meth:`watching`).
         """
         stage = kwargs.get("stage")
@@ -259,6 +261,10 @@ class Hooks:
             self._after(plugin_label(impl), hook, where, observe)
             if answer is None:
                 continue
+            if in_place:
+                raise PluginError(f"plugin '{plugin_label(impl)}' returned {type(answer).__name__} from {hook}{where}: "
+                                  "the hook changes the target it is handed in place and returns nothing "
+                                  "(a returned target is not used)")
             if firstresult:
                 return answer, plugin_label(impl)
             answers.append(answer)
@@ -304,7 +310,7 @@ class Hooks:
             removed or changed inside); ``key`` is a key of a mapping attribute (``args``,
             ``labels``, ``contexts``) or ``None`` for the attribute as a whole. Through a hook
             wrapper the plugin is unknown: :data:`THROUGH_A_WRAPPER`.
-        :raises PluginError: a plugin raised.
+        :raises PluginError: a plugin raised, or returned something (a new target, which would be lost).
         """
         changed: Dict[Tuple[str, Optional[str]], str] = {}
         if not self.adjusts_targets():
@@ -317,7 +323,8 @@ class Hooks:
                 changed[where] = plugin or THROUGH_A_WRAPPER
             before[0] = after
 
-        self._call("bake_plan_adjust_target", observe=observe, stage=stage, name=name, flavor=flavor, target=target)
+        self._call("bake_plan_adjust_target", observe=observe, in_place=True, stage=stage, name=name, flavor=flavor,
+                   target=target)
         return changed
 
     def adjusts_targets(self) -> bool:
