@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import datetime
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Union
 
 import pluggy
 
@@ -74,12 +74,13 @@ def installed_plugin_manager(*names: str) -> pluggy.PluginManager:
     return get_plugin_manager(blocked=[n for n in installed if n not in keep])
 
 
-def project_plugin_names(pyproject: Path) -> List[str]:
+def project_plugin_names(pyproject: Union[str, Path]) -> List[str]:
     """The entry-point names a ``pyproject.toml`` declares under ``[project.entry-points.bake_plan]``
     (what ``pip install`` of that project registers), sorted; empty without the file or the table.
 
     :raises bake.errors.BakePlanError: the file is not TOML.
     """
+    pyproject = Path(pyproject)
     if not pyproject.is_file():
         return []
     table = read_toml(pyproject).get("project", {}).get("entry-points", {}).get(PROJECT, {})
