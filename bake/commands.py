@@ -286,8 +286,10 @@ def _at_the_repository_root() -> None:
     from bake.errors import UsageError
 
     here = Path.cwd()
+    if (here / ".git").exists():
+        return
     for parent in here.parents:
-        if (parent / ".git").exists() and not (here / ".git").exists():
+        if (parent / ".git").exists():
             raise UsageError(f"--format github-workflow: run it from the repository's root ({parent}): "
                              "the workflow's steps run there, and its -o FILE is relative to it")
 

@@ -74,8 +74,10 @@ def get_plugin_manager(
 
 
 ENV_PLUGINS_DISABLE = "BAKE_PLAN_PLUGINS_DISABLE"
-"""The environment variable whose comma-separated entry-point names join ``plugins.disable``
-(read in :mod:`bake.settings.merge`; named here for the error lines)."""
+"""The environment variable whose comma-separated entry-point names join ``plugins.disable``: one
+environment (a CI job, a test run) can keep out a plugin installed beside bake-plan without a
+configuration file (tox's block list, likewise). Read in :mod:`bake.settings.merge` (the name
+``env_variable("plugins.disable")`` gives); defined here, once, for the error lines too."""
 
 
 def disable_hint(name: Optional[str]) -> str:

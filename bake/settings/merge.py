@@ -22,7 +22,7 @@ from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tupl
 from bake.errors import ConfigError, UsageError, did_you_mean
 from bake.plan.compose import DEFAULT_SBOM_GENERATOR, ParentImage, PlanOptions, attestations
 from bake.plan.overrides import StageOverride
-from bake.plan.plugins import CORE_PLUGINS, entry_point_names
+from bake.plan.plugins import CORE_PLUGINS, ENV_PLUGINS_DISABLE, entry_point_names
 from bake.plan.secrets import SecretSpec
 from bake.settings import values
 from bake.settings.file import CONFIG_FILE, PYPROJECT, SCHEMA, FileConfig, bare_or_quoted, load
@@ -100,11 +100,6 @@ ENVIRONMENT = {key: env_variable(key) for key in FLAGS}
 flag: every key a flag sets (a key added to :data:`FLAGS` gets its variable). The text reads as
 the file key's shape (:data:`bake.settings.file.SCHEMA`) says, through the flag's parser
 (:func:`_from_text`). An empty variable is unset (pip and docker read an empty one so)."""
-
-ENV_PLUGINS_DISABLE = env_variable("plugins.disable")
-"""An environment variable naming installed plugins not to load (a comma list of entry-point
-names), added to ``plugins.disable``: one environment (a CI job, a test run) can keep out a
-plugin installed beside bake-plan without a configuration file (tox's block list, likewise)."""
 
 ENV_SOURCES = "BAKE_PLAN_SOURCES"
 """The sources manifest's variable (``--sources`` beats it), read by :mod:`bake.pip.sources`,
