@@ -343,7 +343,7 @@ def _first_difference(have: str, want: str) -> int:
 def lock(settings: Settings) -> int:
     """``bake-plan lock``: compile each requested stage's chain of requirement lines on the host
     and write the locks, all or none. :returns: 0; a conflict raises :class:`bake.errors.LockConflict`."""
-    from bake.pip.lock import lock_specs, python_version, resolve, write_locks
+    from bake.pip.lock import lock_specs, python_version, resolve_all, write_locks
     from bake.pip.sources import prepare_checkouts
 
     if settings.python is not None:  # a --python that is no interpreter is said before any checkout
@@ -353,7 +353,6 @@ def lock(settings: Settings) -> int:
     for made in prepare_checkouts(composition.chain):
         print(f"bake-plan: checked out {made}", file=_informing(settings, sys.stderr))
     specs = [spec for name in composition.requested for spec in lock_specs(composition, name)]
-    results = []
     for spec in specs:
         print(f"bake-plan: locking {spec.describe()}: {len(spec.lines)} requirement lines "
               f"from {len({line.stage for line in spec.lines})} stages", file=_informing(settings, sys.stderr))
@@ -361,7 +360,7 @@ def lock(settings: Settings) -> int:
             print(f"bake-plan: note: skipped {line.text!r} of {line.who()}: in-image path {line.missing} "
                   "has no host path (declare it in the stage's host_paths); the lock leaves it out",
                   file=sys.stderr)
-        results.extend(resolve(spec, settings.pip_args, python=settings.python))
+    results = resolve_all(specs, settings.pip_args, python=settings.python)  # uv runs side by side
     # Every lock compiled before any is written: a conflict in the second leaves the first as it was.
     for path, (spec, text) in zip(write_locks(results, Path(settings.locks_dir)), results):
         pins = sum(1 for row in text.splitlines() if row and not row[0].isspace() and not row.startswith(("#", "--")))

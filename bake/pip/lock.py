@@ -37,9 +37,11 @@ Python, or ``--python`` given explicitly, is compiled by that interpreter's pip-
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -63,13 +65,12 @@ context of a ``--locked`` build (a copy of the lock, refreshed on every locked p
 makes it as real directories and keeps only its lock copies in it (:func:`_context_dir`)."""
 
 HEADER = "# bake-plan "
-# Options pip-finalize.sh uses: index settings are never written into a lock (credentials in an
-# index URL would land in the image); pip-sync reads them from the environment, and index options
-# a stage wrote itself are put back at the top of the lock.
-COMPILE_OPTIONS = ("--no-header", "--strip-extras", "--allow-unsafe",
-                   "--no-emit-index-url", "--no-emit-find-links", "--no-emit-trusted-host")
-# uv pip compile with the same output as pip-compile above (uv never writes index options unless
-# asked), ignoring any uv configuration file and never downloading an interpreter.
+# Index settings are never written into a lock (credentials in an index URL would land in the
+# image); pip-sync reads them from the environment, and index options a stage wrote itself are put
+# back at the top of the lock. uv writes pip-compile's format (stages/scripts/pip-finalize.sh runs
+# ``pip-compile --no-header --strip-extras --allow-unsafe --no-emit-index-url …`` in the image):
+# no index options unless asked, extras stripped, pip/setuptools kept, ``# via`` on lines of their
+# own; it ignores any uv configuration file and never downloads an interpreter.
 UV_OPTIONS = ("--quiet", "--no-progress", "--no-config", "--no-python-downloads", "--color", "never",
               "--no-header", "--annotation-style", "split")
 UV_PLATFORMS = {"amd64": "x86_64-manylinux_2_28", "arm64": "aarch64-manylinux_2_28"}
@@ -138,14 +139,23 @@ class LockSpec:
 
 @dataclass(frozen=True)
 class Target:
-    """What a lock is resolved for: ``python`` (``"3.10"``) on ``platform`` (a uv
-    ``--python-platform`` such as ``x86_64-manylinux_2_28``), by uv."""
+    """What uv resolves a lock for: Python ``python`` (``"3.10"``) on ``platform`` (a uv
+    ``--python-platform`` such as ``x86_64-manylinux_2_28``); or the markers of the interpreter
+    ``interpreter`` (uv's ``--python``), whose version ``python`` is (``"3.11.7"``)."""
 
     python: str
-    platform: str
+    platform: Optional[str] = None
+    interpreter: Optional[str] = None
 
     def describe(self) -> str:
-        return f"Python {self.python} on {self.platform}"
+        return f"Python {self.python} ({self.interpreter})" if self.interpreter else \
+            f"Python {self.python} on {self.platform}"
+
+    def uv_args(self) -> List[str]:
+        """uv pip compile's options for this target."""
+        if self.interpreter:
+            return ["--python", self.interpreter]
+        return ["--python-version", self.python, "--python-platform", str(self.platform)]
 
 
 def chain_python(composition: Composition, name: str) -> Optional[str]:
@@ -235,15 +245,17 @@ _PYTHON_SAYS = "bake-plan-python "
 that prints nothing, or something else, is not a Python."""
 
 
+@functools.lru_cache(maxsize=None)
 def python_version(python: str) -> str:
-    """The version of ``python``, checking it is a Python interpreter that has pip-tools.
+    """The version of the interpreter ``python`` (``"3.11.7"``), asked once per process.
 
-    :raises UsageError: one line naming ``--python``: it cannot be run, is not a Python
-        interpreter (``/bin/true``), or has no pip-tools.
+    :raises UsageError: one line naming ``--python``: it cannot be run, or is not a Python
+        interpreter (``/bin/true``).
     """
     given, python = python, interpreter(python)
-    probe = (f"import sys; print({_PYTHON_SAYS!r} + '.'.join(map(str, sys.version_info[:3])))\n"
-             "import piptools")
+    if python == sys.executable:  # bake-plan's own Python: nothing to ask
+        return platform.python_version()
+    probe = f"import sys; print({_PYTHON_SAYS!r} + '.'.join(map(str, sys.version_info[:3])))"
     try:
         proc = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=120,
                               stdin=subprocess.DEVNULL)
@@ -252,73 +264,116 @@ def python_version(python: str) -> str:
     except subprocess.TimeoutExpired:
         raise UsageError(f"--python {given}: not a Python interpreter (it did not answer within 120 s)") from None
     said = [line[len(_PYTHON_SAYS):] for line in proc.stdout.splitlines() if line.startswith(_PYTHON_SAYS)]
-    if not said or not re.fullmatch(r"\d+\.\d+\.\d+", said[0]):
+    if proc.returncode != 0 or not said or not re.fullmatch(r"\d+\.\d+\.\d+", said[0]):
         rows = [row.strip() for row in (proc.stderr or proc.stdout).splitlines() if row.strip()]
         why = f"`{python} -c ...` exited {proc.returncode}" + (f": {rows[-1][:200]}" if rows else " and printed no version")
         raise UsageError(f"--python {given}: not a Python interpreter ({why})")
-    if proc.returncode != 0:
-        raise UsageError(f"--python {given}: pip-tools is not installed for it (pip install pip-tools)")
     return said[0]
 
 
-def compile_lock(spec: LockSpec, pip_args: Sequence[str] = (), python: str = "python3",
-                 version: Optional[str] = None, target: Optional[Target] = None) -> str:
-    """Compile ``spec`` with pip-tools and return the lock's text: a ``# bake-plan`` header, the
-    index options the stages wrote, then pip-compile's output with in-image paths restored.
+def targets(spec: LockSpec, python: Optional[str] = None) -> Dict[str, Target]:
+    """What uv resolves ``spec`` for, by bake platform.
 
-    :param pip_args: index and find-links options for pip-compile (``--index-url``, ``--no-index``…).
-    :param python: the interpreter that runs ``-m piptools compile`` (its Python is what the lock is
-        resolved for).
-    :param target: resolve with uv for this Python and platform instead (``python`` is then unused).
-    :raises LockConflict: the stages' requirements conflict (each named with stage and plugin).
-    :raises LockError: pip-compile failed otherwise (e.g. a requirement no index has).
-    :raises UsageError: a declared host path does not exist.
-    """
-    for line in spec.lines:
-        if line.host is not None and line.host != line.text:
-            loc = reqs.location(line.host)
-            path = reqs.local_path(loc) if loc else None
-            if path and not Path(path).exists():
-                raise UsageError(f"{line.who()}: host path {path} for {line.text!r} does not exist")
-    host_lines = [line for line in spec.lines if line.host is not None]
-    body = ""
-    if host_lines:
-        body = _run_compile(spec, host_lines, pip_args, python, target=target)
-        body = reqs.to_image(body, spec.host_paths)
-    options = list(dict.fromkeys(line.text.strip() for line in spec.lines if reqs.is_index_option(line.text)))
-    return header(spec, version) + "".join(o + "\n" for o in options) + body
+    With ``python`` (an interpreter, ``--python``), or for a chain that declares no Python (then
+    bake-plan's own interpreter), one target for every platform: that interpreter's markers
+    (uv's ``--python``). Otherwise the chain's Python on each platform's manylinux
+    (``--python-version``/``--python-platform``), so no interpreter of that version is needed.
 
-
-def resolve(spec: LockSpec, pip_args: Sequence[str] = (), python: Optional[str] = None) -> List[Tuple[LockSpec, str]]:
-    """The locks for ``spec``: ``[(spec, text)]``, or one per platform when the platforms resolve
-    differently.
-
-    With ``python`` (an interpreter), or for a chain that declares no Python, that interpreter's
-    pip-tools compiles it (default: the one running bake-plan); otherwise uv resolves it for the
-    chain's Python and each platform, with no such interpreter on the host.
-
-    :raises UsageError: ``python`` is another Python than the chain declares, or cannot run pip-tools;
-        a platform uv has no name for.
-    :raises LockConflict, LockError: as :func:`compile_lock`.
+    :raises UsageError: ``python`` is another Python than the chain declares, or is not an
+        interpreter; a platform uv has no name for.
     """
     if python is not None or spec.python is None:
         version = python_version(python or sys.executable)
         if spec.python and ".".join(version.split(".")[:2]) != spec.python:
             raise UsageError(f"--python {python}: it is Python {version}, the image of '{spec.target}' has "
                              f"Python {spec.python} (the stage's python); leave --python out to lock for {spec.python}")
-        text = compile_lock(spec, pip_args, python=interpreter(python or sys.executable), version=version)
-        return [(spec, _with_head(text, "resolver", "pip-compile"))]
-    targets = {p: Target(spec.python, python_platform(p)) for p in spec.platforms}
-    bodies = {p: compile_lock(spec, pip_args, target=t, version=spec.python) for p, t in targets.items()}
-    if len(set(bodies.values())) == 1:
-        platform = ", ".join(dict.fromkeys(t.platform for t in targets.values()))
-        return [(spec, _with_head(bodies[spec.platforms[0]], "python-platform", platform, "resolver", "uv"))]
+        one = Target(version, interpreter=interpreter(python or sys.executable))
+        return {p: one for p in spec.platforms}
+    return {p: Target(spec.python, python_platform(p)) for p in spec.platforms}
+
+
+def compile_lock(spec: LockSpec, pip_args: Sequence[str] = (), target: Optional[Target] = None) -> str:
+    """The body of ``spec``'s lock as uv resolves it for ``target``: uv's output with in-image
+    paths restored (no header; :func:`lock_text` adds it).
+
+    :param pip_args: index and find-links options (pip's spelling: ``--index-url``, ``--no-index``…).
+    :param target: default: bake-plan's own interpreter.
+    :raises LockConflict: the stages' requirements conflict (each named with stage and plugin).
+    :raises LockError: uv failed otherwise (e.g. a requirement no index has).
+    :raises UsageError: a declared host path does not exist.
+    """
+    check_host_paths(spec)
+    target = target or Target(platform.python_version(), interpreter=sys.executable)
+    host_lines = [line for line in spec.lines if line.host is not None]
+    if not host_lines:
+        return ""
+    return reqs.to_image(_run_compile(spec, host_lines, pip_args, target), spec.host_paths)
+
+
+def check_host_paths(spec: LockSpec) -> None:
+    """:raises UsageError: a line's host path (from the stage's ``host_paths``) does not exist."""
+    for line in spec.lines:
+        if line.host is not None and line.host != line.text:
+            loc = reqs.location(line.host)
+            path = reqs.local_path(loc) if loc else None
+            if path and not Path(path).exists():
+                raise UsageError(f"{line.who()}: host path {path} for {line.text!r} does not exist")
+
+
+def lock_text(spec: LockSpec, body: str, target: Target) -> str:
+    """The whole lock: the ``# bake-plan`` header (with the Python, the uv platform when resolved
+    for one, and ``resolver: uv``), the index options the stages wrote, then ``body``."""
+    text = header(spec, target.python)
+    if target.platform:
+        text = _with_head(text, "python-platform", target.platform)
+    text = _with_head(text, "resolver", "uv")
+    options = dict.fromkeys(line.text.strip() for line in spec.lines if reqs.is_index_option(line.text))
+    return text + "".join(o + "\n" for o in options) + body
+
+
+def resolve_all(specs: Sequence[LockSpec], pip_args: Sequence[str] = (),
+                python: Optional[str] = None) -> List[Tuple[LockSpec, str]]:
+    """The locks of ``specs``, in order: ``[(spec, text)]``, a spec split into one lock per
+    platform when its platforms resolve differently.
+
+    Every uv resolution (one per spec and distinct :func:`targets` entry) runs at once, up to one
+    per CPU: they are independent, and each is mostly waiting on uv. A spec's platforms that give
+    the same body share one lock; otherwise each platform's body, already made, gets its own
+    header (no second run).
+
+    :raises UsageError, LockConflict, LockError: as :func:`targets` and :func:`compile_lock`; of
+        several failures, the first spec's (first platform's) is raised.
+    """
+    planned = [(spec, targets(spec, python)) for spec in specs]
+    for spec, _ in planned:
+        check_host_paths(spec)
+    jobs = list(dict.fromkeys((i, t) for i, (_, by_platform) in enumerate(planned) for t in by_platform.values()))
+    if len(jobs) == 1:
+        bodies = {jobs[0]: compile_lock(specs[0], pip_args, jobs[0][1])}
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        uv_binary()  # found before the threads start
+        with ThreadPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1)) as pool:
+            futures = {job: pool.submit(compile_lock, specs[job[0]], pip_args, job[1]) for job in jobs}
+        bodies = {job: future.result() for job, future in futures.items()}
     out = []
-    for p in spec.platforms:
-        one = spec.for_platform(p)
-        text = compile_lock(one, pip_args, target=targets[p], version=spec.python)
-        out.append((one, _with_head(text, "python-platform", targets[p].platform, "resolver", "uv")))
+    for i, (spec, by_platform) in enumerate(planned):
+        mine = {p: bodies[(i, t)] for p, t in by_platform.items()}
+        if len(set(mine.values())) == 1:
+            first = by_platform[spec.platforms[0]]
+            platforms = ", ".join(dict.fromkeys(t.platform for t in by_platform.values() if t.platform))
+            out.append((spec, lock_text(spec, mine[spec.platforms[0]],
+                                        dataclasses.replace(first, platform=platforms or None))))
+        else:
+            out += [(spec.for_platform(p), lock_text(spec.for_platform(p), mine[p], by_platform[p]))
+                    for p in spec.platforms]
     return out
+
+
+def resolve(spec: LockSpec, pip_args: Sequence[str] = (), python: Optional[str] = None) -> List[Tuple[LockSpec, str]]:
+    """The locks for one ``spec`` (:func:`resolve_all`)."""
+    return resolve_all([spec], pip_args, python)
 
 
 def _with_head(text: str, *pairs: str) -> str:
@@ -383,8 +438,10 @@ def _uv_args(pip_args: Sequence[str]) -> List[str]:
     return ["--allow-insecure-host" if arg == "--trusted-host" else arg for arg in pip_args]
 
 
+@functools.lru_cache(maxsize=None)
 def uv_binary() -> str:
-    """The uv executable of the ``uv`` package (a dependency of bake-plan).
+    """The uv executable of the ``uv`` package (a dependency of bake-plan), looked up once (the
+    look-up reads ``sysconfig``, which is not safe to set up from several threads).
 
     :raises UsageError: it is not installed.
     """
@@ -395,20 +452,14 @@ def uv_binary() -> str:
         raise UsageError(f"uv is not installed for bake-plan's Python ({err}); pip install uv") from None
 
 
-def _run_compile(spec: LockSpec, lines: Sequence[Line], pip_args: Sequence[str], python: str,
-                 explain: bool = True, target: Optional[Target] = None) -> str:
+def _run_compile(spec: LockSpec, lines: Sequence[Line], pip_args: Sequence[str], target: Target,
+                 explain: bool = True) -> str:
     pip_args = _absolute_links(pip_args)
     with tempfile.TemporaryDirectory(prefix="bake-plan-lock-") as tmp:
         ins = _in_files(Path(tmp), lines)
-        if target is None:
-            program = python
-            argv = [python, "-m", "piptools", "compile", "-v", *COMPILE_OPTIONS, *pip_args,
-                    "--output-file", "requirements.txt", *ins]
-        else:
-            program = uv_binary()
-            argv = [program, "pip", "compile", *UV_OPTIONS, "--python-version", target.python,
-                    "--python-platform", target.platform, *_uv_args(pip_args),
-                    "--output-file", "requirements.txt", *ins]
+        program = uv_binary()
+        argv = [program, "pip", "compile", *UV_OPTIONS, *target.uv_args(), *_uv_args(pip_args),
+                "--output-file", "requirements.txt", *ins]
         try:
             proc = subprocess.run(argv, cwd=tmp, capture_output=True, text=True, stdin=subprocess.DEVNULL)
         except OSError as err:
@@ -416,35 +467,18 @@ def _run_compile(spec: LockSpec, lines: Sequence[Line], pip_args: Sequence[str],
         if proc.returncode != 0:
             if not explain:
                 raise LockError("the compile failed")
-            output = proc.stdout + "\n" + proc.stderr
-            if target is not None:
-                raise _uv_failure(spec, lines, output, pip_args, target)
-            raise _failure(spec, lines, output, pip_args, python)
+            raise _uv_failure(spec, lines, proc.stdout + "\n" + proc.stderr, pip_args, target)
         return (Path(tmp) / "requirements.txt").read_text(encoding="utf-8")
 
 
-_USER_REQUESTED = re.compile(r"\s*The user requested (?:\(constraint\) )?(?P<req>.+?)\s*$")
-_DEPENDS_ON = re.compile(r"\s*(?P<name>\S+) (?P<version>\S+) depends on (?P<req>.+?)\s*$")
-_NOT_FOUND = re.compile(r"No matching distribution found for (?P<req>.+?)\s*$")
-_NO_VERSION = re.compile(r"Could not find a version that satisfies the requirement (?P<req>\S+)"
-                         r"(?: \(from (?P<parent>[^)]+)\))?(?: \(from versions: (?P<versions>[^)]*)\))?")
 # uv's explanation of a failed resolution ("Because there is no version of lingvo==0.12.7 and
 # paxml==1.4.0 depends on lingvo==0.12.7, …").
 _UV_DEPENDS = re.compile(r"(?:all versions of |all of |only )?(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)"
                          r"(?:(?:==|>=|<=|<|>|!=|~=)(?P<version>[^\s,]+))? depends? on (?P<req>[^\s,]+)")
 _UV_MISSING = (re.compile(r"there is no version of (?P<req>[^\s,]+)"),
+               re.compile(r"only [^\s,]+ (?:is|are) available and you require (?P<req>[^\s,]+)"),
                re.compile(r"(?P<req>[A-Za-z0-9][A-Za-z0-9._-]*) was not found in the (?:package registry|provided package locations)"))
 _NAME_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
-def python_version_of(python: str) -> str:
-    """``python``'s version, or ``python`` itself when it cannot be asked (for messages only)."""
-    try:
-        proc = subprocess.run([python, "-c", "import platform; print(platform.python_version())"],
-                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-        return proc.stdout.strip() or python
-    except (OSError, subprocess.SubprocessError):
-        return python
 
 
 def _askers(lines: Sequence[Line], project: str) -> str:
@@ -488,7 +522,11 @@ def _uv_failure(spec: LockSpec, lines: Sequence[Line], output: str, pip_args, ta
                 version = known if known and "," not in known and known != "none" else None
             chain.append(f"{name} {version}" if version else name)
             project = name
-        chain.append(_askers(lines, project))
+        asking = _asking(lines, project) if len(chain) == 1 else []
+        if asking:  # a stage's own line: as pip-compile's reader said it
+            chain = ["; ".join(f"{line.who()} asks for it: {line.text}" for line in asking)]
+        else:
+            chain.append(_askers(lines, project))
         versions = _versions(requirement, pip_args)
         exist = f"; versions that exist: {versions}" if versions else ""
         return LockError(f"no distribution found for {requirement} ({' <- '.join(chain)}){exist}, {where}",
@@ -505,7 +543,7 @@ def _uv_failure(spec: LockSpec, lines: Sequence[Line], output: str, pip_args, ta
         for name, _ in depends.values():
             if reqs.canonical_name(name) in asked:
                 continue
-            for line in _pulling(spec, lines, name, pip_args, "", cache, target=target):
+            for line in _pulling(spec, lines, name, pip_args, cache, target):
                 details.append(f"{line.who()} brings {name} in through its requirements")
                 stages.append(line.stage)
         details.append(f"uv: {said}")
@@ -524,32 +562,6 @@ def _uv_failure(spec: LockSpec, lines: Sequence[Line], output: str, pip_args, ta
     return LockError(f"uv pip compile failed, {where}: {reason}")
 
 
-def conflict_causes(output: str) -> List[Tuple[str, Optional[Tuple[str, str]]]]:
-    """pip's "The conflict is caused by:" section as ``[(requirement, (parent, version) or None)]``;
-    ``None`` stands for a requirement the user (a ``.in`` file) asked for."""
-    causes: List[Tuple[str, Optional[Tuple[str, str]]]] = []
-    inside = False
-    for line in output.splitlines():
-        if "The conflict is caused by:" in line:
-            inside = True
-            continue
-        if not inside:
-            continue
-        if not line.strip():
-            if causes:
-                break
-            continue
-        user = _USER_REQUESTED.match(line)
-        dep = _DEPENDS_ON.match(line)
-        if user:
-            causes.append((user.group("req"), None))
-        elif dep:
-            causes.append((dep.group("req"), (dep.group("name"), dep.group("version"))))
-        else:
-            break
-    return causes
-
-
 def _asking(lines: Sequence[Line], requirement: str) -> List[Line]:
     """The lines that ask for ``requirement`` as pip printed it: same project and specifiers, else same project."""
     exact = [line for line in lines if line.host and reqs.same_requirement(requirement, line.host)]
@@ -559,8 +571,7 @@ def _asking(lines: Sequence[Line], requirement: str) -> List[Line]:
     return [line for line in lines if line.host and name and reqs.project_name(line.host) == name]
 
 
-def _pulling(spec: LockSpec, lines: Sequence[Line], project: str, pip_args, python, cache,
-             target: Optional[Target] = None) -> List[Line]:
+def _pulling(spec: LockSpec, lines: Sequence[Line], project: str, pip_args, cache, target: Target) -> List[Line]:
     """The stages through which ``project`` comes in as a dependency (one line of each): each
     stage's lines are compiled alone, and a stage whose result has ``project`` brings it."""
     wanted = reqs.canonical_name(project)
@@ -569,63 +580,13 @@ def _pulling(spec: LockSpec, lines: Sequence[Line], project: str, pip_args, pyth
         if stage not in cache:
             own = [line for line in lines if line.stage == stage]
             try:
-                cache[stage] = _run_compile(spec, own, pip_args, python, explain=False, target=target)
+                cache[stage] = _run_compile(spec, own, pip_args, target, explain=False)
             except (LockError, UsageError):
                 cache[stage] = ""
         names = {reqs.project_name(row) for row in cache[stage].splitlines() if row and not row[0].isspace()}
         if wanted in names:
             found.append(next(line for line in lines if line.stage == stage))
     return found
-
-
-def _failure(spec: LockSpec, lines: Sequence[Line], output: str, pip_args, python) -> LockError:
-    causes = conflict_causes(output)
-    if causes:
-        details, cache, stages = [], {}, []
-        for requirement, parent in causes:
-            if parent is None:
-                who = _asking(lines, requirement)
-                where = "; ".join(f"{line.who()} asks for it: {line.text}" for line in who) or "from an included file"
-                details.append(f"{requirement}  <- {where}")
-            else:
-                pname, pversion = parent
-                pname = pname.split("[", 1)[0]
-                who = _asking(lines, pname)
-                if who:
-                    where = "; ".join(f"{line.who()} asks for {pname}: {line.text}" for line in who)
-                else:
-                    who = _pulling(spec, lines, pname, pip_args, python, cache)
-                    where = "; ".join(f"{line.who()} brings {pname} in through its requirements" for line in who) \
-                        or f"{pname} comes in as a dependency"
-                details.append(f"{requirement}  <- {pname} {pversion} needs it; {where}")
-            stages += [line.stage for line in who]
-        order = [line.stage for line in spec.lines]
-        named = sorted(set(stages), key=order.index)
-        if len(named) == 1:
-            where = f"within stage '{named[0]}'"
-        else:
-            where = "between stages " + ", ".join(f"'{s}'" for s in named[:-1]) + f" and '{named[-1]}'" \
-                if named else "between the chain's stages"
-        return LockConflict(f"conflicting requirements for {spec.describe()}, {where}:", details)
-    missing = [m.group("req") for m in map(_NOT_FOUND.search, output.splitlines()) if m]
-    if missing:
-        requirement = missing[-1]
-        who = _asking(lines, requirement)
-        where = "; ".join(f"{line.who()} asks for it: {line.text}" for line in who)
-        found = [m for m in map(_NO_VERSION.search, output.splitlines()) if m]
-        found = [m for m in found if reqs.same_requirement(m.group("req"), requirement)] or found
-        versions = found[-1].group("versions") if found else None
-        if not where and found and found[-1].group("parent"):
-            parent = found[-1].group("parent")
-            where = f"{requirement} <- {parent} <- " + _askers(lines, parent)
-        where = where or "a dependency needs it"
-        exist = f"; versions that exist: {versions}" if versions else ""
-        return LockError(f"no distribution found for {requirement} ({where}){exist}, locking {spec.describe()} "
-                         f"for Python {python_version_of(python)}")
-    errors = [line.strip() for line in output.splitlines() if line.strip().startswith("ERROR:")]
-    last = [line.strip() for line in output.splitlines() if line.strip()]
-    reason = errors[-1] if errors else (last[-1] if last else "no output")
-    return LockError(f"pip-compile failed for {spec.describe()}: {reason}", errors[:-1][-10:])
 
 
 def lock_file_names(stage: Stage) -> List[str]:

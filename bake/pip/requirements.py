@@ -197,6 +197,8 @@ def for_platform(line: str, platform: str, python: Optional[str] = None) -> Opti
     holds on ``platform`` but not on the host is dropped from the line (so the host resolves it);
     a line whose marker does not hold on ``platform`` gives ``None``.
     """
+    if ";" not in line:  # PEP 508: no marker without a ';' (and no packaging to import for it)
+        return line
     req = parse(line)
     if req is None or req.marker is None:
         return line
