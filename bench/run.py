@@ -84,6 +84,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--buildx", default="docker buildx",
                         help="the buildx command, e.g. /path/to/docker-buildx (default: docker buildx)")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--lock", action=argparse.BooleanOptionalAction, default=True,
+                        help="also run the lock benchmark, bench/lock.py (default: yes)")
+    parser.add_argument("--lock-set", default="jax", choices=("jax", "tiny"), help="the lock family's requirements")
     args = parser.parse_args(argv)
     try:
         args.sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
@@ -291,10 +294,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             results.append(measure(case, bake_plan, buildx, args.repeat, Path(tmp) / f"case-{i}"))
             print(f"bench: {case.label}: A {_ms(results[-1].a.seconds)} ms, B {_ms(results[-1].b.seconds)} ms",
                   file=sys.stderr)
+    import lock as lock_bench  # bench/lock.py, beside this script
+
+    locks = lock_bench.measure(bake_plan, args.repeat, args.lock_set) if args.lock else []
     load_after = os.getloadavg()
     info["load average (1 min)"] = f"{load_before[0]:.2f} before, {load_after[0]:.2f} after"
-    sys.stdout.write(report(results, info, args.markdown))
-    return 1 if args.check and not all(ok for _, ok in checks(results)) else 0
+    sys.stdout.write(report(results, info, args.markdown) + ("\n" + lock_bench.report(locks, args.markdown) if locks else ""))
+    return 1 if args.check and not all(ok for _, ok in checks(results) + lock_bench.checks(locks)) else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""bake-plan's lock benchmark: ``bake-plan lock`` (A) against plain pip-compile (P) and
+``uv pip compile`` (U), on the same requirement files of a real three-stage family.
+
+The family is ``bench/bake-plan-lockbench`` (the JAX stack over ``lockbench-root`` ←
+``lockbench-nn`` ← ``lockbench-ckpt``, Python 3.11 on linux/amd64), a real plugin installed into
+a scratch directory on ``PYTHONPATH``. P and U read the very ``requirements-<stage>.in`` files A
+writes (same names, same lines), with the same index options, for the same Python and platform:
+U as ``--python-version 3.11 --python-platform x86_64-manylinux_2_28`` (what A gives uv for a
+chain that declares Python 3.11), P with the running Python (it resolves for its own
+interpreter). With ``--python host`` the family declares no Python: A resolves for the
+interpreter running it, and U gets ``--python`` that interpreter (what A gives uv then).
+
+The wheels are downloaded once, with pip's own configuration, into ``~/.cache/bake-plan-bench/``
+(reused by later runs), and every side then runs with ``--no-index -f DIR``, so the figures are
+not the network's. Each side's caches are the benchmark's own: warm (one directory per side, filled
+by a warm-up run) and cold (a fresh ``UV_CACHE_DIR``, ``PIP_CACHE_DIR`` and ``XDG_CACHE_HOME`` per
+run, passed through the environment, so bake-plan's uv gets them too). Runs alternate A, P, U;
+the report gives medians and the ratios A/U and A/P. The warm-up also checks that A's lock, less
+its ``# bake-plan`` header, is byte for byte U's output, and has P's pins.
+
+Standalone (``bench/run.py`` calls :func:`measure`, :func:`report` and :func:`checks` too)::
+
+    python bench/lock.py --repeat 7 --markdown
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+ROOT = Path(__file__).resolve().parent.parent
+FAMILY_PACKAGE = ROOT / "bench" / "bake-plan-lockbench"
+CACHE_ROOT = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bake-plan-bench"
+MAX_RATIO = 1.1
+"""docs/benchmarks.md: ``bake-plan lock`` takes at most 1.1 × ``uv pip compile``, warm and cold."""
+SIDES = ("bake-plan lock", "pip-compile", "uv pip compile")
+
+
+class Sample(NamedTuple):
+    """One timed run: wall seconds."""
+
+    seconds: float
+
+
+class LockResult(NamedTuple):
+    """Medians of one cache state (``warm``/``cold``) for each of :data:`SIDES`, and the lock's size;
+    ``python``: ``image`` (the family declares Python 3.11) or ``host`` (it declares none)."""
+
+    set_name: str
+    python: str
+    cache: str
+    pins: int
+    medians: Dict[str, float]
+
+
+def install_family(site: Path) -> None:
+    """``pip install`` the lock family's plugin distribution into ``site`` (for PYTHONPATH)."""
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
+                    "--target", str(site), str(FAMILY_PACKAGE)], check=True)
+
+
+def family_lines(site: Path, set_name: str) -> Dict[str, Tuple[str, ...]]:
+    """``{stage: lines}`` of the installed family for ``set_name``, root first."""
+    sys.path.insert(0, str(site))
+    from bake_plan_lockbench import ENV, STAGES, requirement_set
+
+    return dict(zip(STAGES, requirement_set({ENV: set_name})))
+
+
+def wheels(set_name: str, lines: Sequence[str]) -> Path:
+    """The directory of every wheel ``lines`` need for CPython 3.11 on x86_64 manylinux ≤ 2.28
+    (what uv's ``x86_64-manylinux_2_28`` takes), downloaded once with pip's own configuration.
+
+    :raises RuntimeError: pip could not download them.
+    """
+    from bake.pip.wheelhouse import platform_tags
+
+    dest = CACHE_ROOT / f"lock-wheels-{set_name}"
+    done = dest / ".complete"
+    want = "\n".join(sorted(lines)) + "\n"
+    if done.is_file() and done.read_text() == want:
+        return dest
+    dest.mkdir(parents=True, exist_ok=True)
+    tags = [arg for tag in platform_tags("linux/amd64", glibc_max=28) for arg in ("--platform", tag)]
+    argv = [sys.executable, "-m", "pip", "--disable-pip-version-check", "download", "--quiet", "--dest", str(dest),
+            "--only-binary=:all:", "--implementation", "cp", "--python-version", "3.11", *tags, *lines]
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"pip download for the lock benchmark failed:\n{proc.stderr[-2000:]}")
+    done.write_text(want)
+    return dest
+
+
+def _environment(site: Path, set_name: str, python: str, caches: Path) -> Dict[str, str]:
+    """The process environment without pip's or uv's settings, with the family on PYTHONPATH
+    and every cache under ``caches``."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PIP_", "UV_")) and k not in ("PYTHONPATH", "XDG_CACHE_HOME")}
+    env.update(PIP_CONFIG_FILE=os.devnull, PYTHONPATH=str(site), BAKE_PLAN_LOCKBENCH_SET=set_name,
+               BAKE_PLAN_LOCKBENCH_PYTHON=python,
+               UV_CACHE_DIR=str(caches / "uv"), PIP_CACHE_DIR=str(caches / "pip"),
+               XDG_CACHE_HOME=str(caches / "xdg"))
+    return env
+
+
+def commands(bake_plan: str, target: str, ins: Sequence[str], house: Path, python: str) -> Dict[str, List[str]]:
+    """Each side's command line, run in a directory holding ``ins``; ``python``: ``image`` or ``host``."""
+    from bake.pip.lock import UV_PLATFORMS, uv_binary
+
+    index = ["--no-index", "--find-links", str(house)]
+    resolve_for = ["--python", bake_interpreter(bake_plan)] if python == "host" else \
+        ["--python-version", "3.11", "--python-platform", UV_PLATFORMS["amd64"]]
+    return {
+        SIDES[0]: [bake_plan, "lock", "--quiet", "--target", target, *index, "--locks-dir", "locks"],
+        SIDES[1]: [sys.executable, "-m", "piptools", "compile", "--quiet", "--no-header", "--strip-extras",
+                   "--allow-unsafe", *index, "--output-file", "pip-compile.txt", *ins],
+        SIDES[2]: [uv_binary(), "pip", "compile", "--quiet", "--no-header", "--annotation-style", "split",
+                   *resolve_for, *index,
+                   "--output-file", "uv.txt", *ins],
+    }
+
+
+def _timed(argv: Sequence[str], cwd: Path, env: Dict[str, str]) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv[:4])} … failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    return seconds
+
+
+def _pins(text: str) -> List[str]:
+    return sorted(row for row in text.splitlines() if row and not row[0].isspace() and not row.startswith(("#", "-")))
+
+
+def _same_outputs(workdir: Path, target: str) -> int:
+    """Check A's lock against U's output (byte for byte, less the header) and P's pins.
+
+    :returns: the number of pinned requirements.
+    :raises RuntimeError: they differ.
+    """
+    lock = (workdir / "locks" / f"{target}.txt").read_text()
+    body = "".join(row for row in lock.splitlines(keepends=True) if not row.startswith("# bake-plan "))
+    uv = (workdir / "uv.txt").read_text()
+    if body != uv:
+        raise RuntimeError(f"bake-plan's lock is not uv's output for the same inputs:\n{lock}\n---\n{uv}")
+    if _pins(body) != _pins((workdir / "pip-compile.txt").read_text()):
+        raise RuntimeError("bake-plan's lock pins other versions than pip-compile for the same inputs")
+    return len(_pins(body))
+
+
+def bake_interpreter(bake_plan: str) -> str:
+    """The Python a ``bake-plan`` console script runs (its ``#!`` line), whose markers a chain
+    that declares no Python is locked for."""
+    first = Path(bake_plan).read_text(errors="replace").splitlines()[0]
+    return first[2:].strip() if first.startswith("#!") else sys.executable
+
+
+def measure(bake_plan: str, repeat: int, set_name: str = "jax", python: str = "image",
+            workdir: Optional[Path] = None) -> List[LockResult]:
+    """Download the wheels (once), then time A, P and U alternately, ``repeat`` runs each, with
+    warm caches (after one warm-up run of each, which also checks they agree) and cold ones.
+
+    :raises RuntimeError: a side failed, or the outputs differ.
+    """
+    with tempfile.TemporaryDirectory(prefix="bake-plan-lockbench-", dir=workdir) as tmp:
+        root = Path(tmp)
+        site = root / "site"
+        install_family(site)
+        lines = family_lines(site, set_name)
+        house = wheels(set_name, [line for stage in lines.values() for line in stage])
+        work = root / "work"
+        work.mkdir()
+        ins = []
+        for stage, stage_lines in lines.items():  # the files bake-plan writes for its uv, by the same names
+            ins.append(f"requirements-{stage}.in")
+            (work / ins[-1]).write_text("".join(line + "\n" for line in stage_lines))
+        argv = commands(bake_plan, list(lines)[-1], ins, house, python)
+        warm_env = _environment(site, set_name, python, root / "warm")
+        for side in SIDES:  # warm-up: fills the warm caches
+            _timed(argv[side], work, warm_env)
+        pins = _same_outputs(work, list(lines)[-1])
+        results = []
+        for cache in ("warm", "cold"):
+            runs: Dict[str, List[float]] = {side: [] for side in SIDES}
+            for _ in range(repeat):
+                for side in SIDES:
+                    caches = root / "cold"  # made afresh for every cold run
+                    env = warm_env if cache == "warm" else _environment(site, set_name, python, caches)
+                    runs[side].append(_timed(argv[side], work, env))
+                    shutil.rmtree(caches, ignore_errors=True)
+            results.append(LockResult(set_name, python, cache, pins,
+                                      {s: statistics.median(t) for s, t in runs.items()}))
+            print(f"bench: lock, {cache} cache: " + ", ".join(f"{s} {_ms(t)} ms" for s, t in results[-1].medians.items()),
+                  file=sys.stderr)
+    return results
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f}"
+
+
+def checks(results: Sequence[LockResult]) -> List[Tuple[str, bool]]:
+    """``bake-plan lock`` ≤ :data:`MAX_RATIO` × uv, per cache state: (description with the values, met?)."""
+    out = []
+    for r in results:
+        a, u = r.medians[SIDES[0]], r.medians[SIDES[2]]
+        out.append((f"lock ({r.python} Python), {r.cache} cache: bake-plan ≤ {MAX_RATIO:g} × uv ({_ms(a)} vs {_ms(u)} ms, {a / u:.2f})",
+                    a <= MAX_RATIO * u))
+    return out
+
+
+HEADER = ("lock", "Python", "cache", "pins", "A: bake-plan lock ms", "P: pip-compile ms", "U: uv pip compile ms", "A/U", "A/P")
+
+
+def rows(results: Sequence[LockResult]) -> List[Tuple[str, ...]]:
+    """One table row per cache state."""
+    out = []
+    for r in results:
+        a, p, u = (r.medians[s] for s in SIDES)
+        python = "3.11 (declared)" if r.python == "image" else f"{platform.python_version()} (bake-plan's)"
+        out.append((f"{r.set_name} family, 3 stages", python, r.cache, str(r.pins), _ms(a), _ms(p), _ms(u),
+                    f"{a / u:.2f}", f"{a / p:.2f}"))
+    return out
+
+
+def report(results: Sequence[LockResult], markdown: bool) -> str:
+    """The table and the checks, as text or Markdown (docs/benchmarks.md)."""
+    table = [HEADER, *rows(results)]
+    if markdown:
+        lines = ["| " + " | ".join(table[0]) + " |", "|" + "---|" * len(table[0])]
+        lines += ["| " + " | ".join(row) + " |" for row in table[1:]]
+        lines += [""] + [f"- {'met' if ok else '**missed**'}: {text}" for text, ok in checks(results)]
+    else:
+        widths = [max(len(row[i]) for row in table) for i in range(len(HEADER))]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table]
+        lines += [""] + [f"{'met   ' if ok else 'MISSED'} {text}" for text, ok in checks(results)]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the lock benchmark alone. Exit status 1 with ``--check`` when a target is missed."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=7, help="timed runs of each side per cache state (default 7)")
+    parser.add_argument("--set", default="jax", choices=("jax", "tiny"), help="the family's requirements (default jax)")
+    parser.add_argument("--python", default="image", choices=("image", "host"),
+                        help="image: the family declares Python 3.11 (default); host: it declares none")
+    parser.add_argument("--bake-plan", help="the bake-plan console script (default: beside this Python)")
+    parser.add_argument("--markdown", action="store_true", help="print the report as Markdown")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    bake_plan = args.bake_plan or str(Path(sys.executable).parent / "bake-plan")
+    results = measure(bake_plan, args.repeat, args.set, args.python)
+    sys.stdout.write(f"python: {sys.executable} (pip-compile's interpreter)\n" + report(results, args.markdown))
+    return 1 if args.check and not all(ok for _, ok in checks(results)) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+"""The lock benchmark works: one run of ``bench/lock.py`` on the tiny family (three small
+pure-Python projects, downloaded once into ``~/.cache/bake-plan-bench``) gives a row per cache
+state with the three sides' times and the ratios, and checks that ``bake-plan lock`` wrote what
+``uv pip compile`` writes for the same files. Timing targets are not asserted here: the script
+judges them itself (``--check``) on a full run, recorded in docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+
+NUMBER = r"\d+(?:\.\d+)?"
+
+
+@pytest.mark.parametrize("python, shown", [("image", r"3\.11 \(declared\)"), ("host", r"3\.\d+\.\d+ \(bake-plan's\)")])
+def test_lock_bench_runs_once_on_the_tiny_family(tmp_path, python, shown):
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "lock.py"), "--set", "tiny", "--repeat", "1",
+                           "--python", python, "--markdown"], capture_output=True, text=True, cwd=tmp_path, timeout=900)
+    assert proc.returncode == 0, proc.stderr  # the warm-up also compared the lock with uv's output
+    out = proc.stdout
+    assert ("| lock | Python | cache | pins | A: bake-plan lock ms | P: pip-compile ms | U: uv pip compile ms "
+            "| A/U | A/P |") in out, out
+    rows = {m.group(1): m for m in re.finditer(
+        rf"^\| tiny family, 3 stages \| {shown} \| (warm|cold) \| (\d+) \| ({NUMBER}) \| ({NUMBER}) \| ({NUMBER}) "
+        rf"\| ({NUMBER}) \| ({NUMBER}) \|$", out, re.M)}
+    assert set(rows) == {"warm", "cold"}, out
+    for row in rows.values():
+        assert row.group(2) == "3"  # einops, opt-einsum, toolz: no dependencies of their own
+        a, p, u = (float(row.group(i)) for i in (3, 4, 5))
+        assert a > 0 and p > 0 and u > 0
+        # A/U from the unrounded times: within the rounding of the milliseconds shown
+        assert float(row.group(6)) == pytest.approx(a / u, abs=0.01 + (a / u) * (0.5 / u + 0.5 / a))
+    for cache in ("warm", "cold"):
+        assert re.search(rf"^- (met|\*\*missed\*\*): lock \({python} Python\), {cache} cache: bake-plan ≤ 1\.1 × uv "
+                         rf"\({NUMBER} vs {NUMBER} ms, {NUMBER}\)$", out, re.M), out
