@@ -152,11 +152,11 @@ def _lock_arguments() -> argparse.ArgumentParser:
     _locks_dir_argument(lock)
     _sources_argument(lock)
     lock.add_argument("--python", default=None, metavar="PYTHON",
-                      help="interpreter whose pip-tools compiles the lock, for its own Python version. "
-                           "Default: uv resolves for the Python the stage declares (python = \"3.10\") and "
-                           "each arch, with no such interpreter needed; a stage that declares none is "
-                           "compiled by the Python running bake-plan")
-    _pip_index_arguments(lock.add_argument_group("passed to pip-compile"))
+                      help="interpreter whose Python and markers uv resolves the lock for (uv pip compile "
+                           "--python; it must be the stage's Python when the stage declares one). Default: the "
+                           "Python the stage declares (python = \"3.10\") on each arch, with no such interpreter "
+                           "needed; for a stage that declares none, the Python running bake-plan")
+    _pip_index_arguments(lock.add_argument_group("passed to the resolver (uv pip compile)"))
     return lock
 
 

@@ -3,7 +3,7 @@ the user sees printed, an exit status out (``docs/errors.md``).
 
 Each command is a straight line down the pipeline: settings → plan (:mod:`bake.api`) → file
 (:mod:`bake.output`) → buildx (:mod:`bake.run`) → sitrep; or settings → lock (:mod:`bake.pip`).
-Heavier modules (python-on-whales, pip-tools) are imported inside the commands that need them,
+Heavier modules (python-on-whales, packaging) are imported inside the commands that need them,
 so planning never pays for them.
 """
 

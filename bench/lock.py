@@ -44,6 +44,8 @@ CACHE_ROOT = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / 
 MAX_RATIO = 1.1
 """docs/benchmarks.md: ``bake-plan lock`` takes at most 1.1 × ``uv pip compile``, warm and cold."""
 SIDES = ("bake-plan lock", "pip-compile", "uv pip compile")
+OTHER = "other bake-plan lock"
+"""With ``--compare BAKE_PLAN``: a second bake-plan (e.g. an older release), in the same rotation."""
 
 
 class Sample(NamedTuple):
@@ -113,14 +115,15 @@ def _environment(site: Path, set_name: str, python: str, caches: Path) -> Dict[s
     return env
 
 
-def commands(bake_plan: str, target: str, ins: Sequence[str], house: Path, python: str) -> Dict[str, List[str]]:
+def commands(bake_plan: str, target: str, ins: Sequence[str], house: Path, python: str,
+             other: Optional[str] = None) -> Dict[str, List[str]]:
     """Each side's command line, run in a directory holding ``ins``; ``python``: ``image`` or ``host``."""
     from bake.pip.lock import UV_PLATFORMS, uv_binary
 
     index = ["--no-index", "--find-links", str(house)]
     resolve_for = ["--python", bake_interpreter(bake_plan)] if python == "host" else \
         ["--python-version", "3.11", "--python-platform", UV_PLATFORMS["amd64"]]
-    return {
+    out = {
         SIDES[0]: [bake_plan, "lock", "--quiet", "--target", target, *index, "--locks-dir", "locks"],
         SIDES[1]: [sys.executable, "-m", "piptools", "compile", "--quiet", "--no-header", "--strip-extras",
                    "--allow-unsafe", *index, "--output-file", "pip-compile.txt", *ins],
@@ -128,6 +131,9 @@ def commands(bake_plan: str, target: str, ins: Sequence[str], house: Path, pytho
                    *resolve_for, *index,
                    "--output-file", "uv.txt", *ins],
     }
+    if other:
+        out[OTHER] = [other, "lock", "--quiet", "--target", target, *index, "--locks-dir", "other-locks"]
+    return out
 
 
 def _timed(argv: Sequence[str], cwd: Path, env: Dict[str, str]) -> float:
@@ -168,7 +174,7 @@ def bake_interpreter(bake_plan: str) -> str:
 
 
 def measure(bake_plan: str, repeat: int, set_name: str = "jax", python: str = "image",
-            workdir: Optional[Path] = None) -> List[LockResult]:
+            workdir: Optional[Path] = None, other: Optional[str] = None) -> List[LockResult]:
     """Download the wheels (once), then time A, P and U alternately, ``repeat`` runs each, with
     warm caches (after one warm-up run of each, which also checks they agree) and cold ones.
 
@@ -186,16 +192,16 @@ def measure(bake_plan: str, repeat: int, set_name: str = "jax", python: str = "i
         for stage, stage_lines in lines.items():  # the files bake-plan writes for its uv, by the same names
             ins.append(f"requirements-{stage}.in")
             (work / ins[-1]).write_text("".join(line + "\n" for line in stage_lines))
-        argv = commands(bake_plan, list(lines)[-1], ins, house, python)
+        argv = commands(bake_plan, list(lines)[-1], ins, house, python, other)
         warm_env = _environment(site, set_name, python, root / "warm")
-        for side in SIDES:  # warm-up: fills the warm caches
+        for side in argv:  # warm-up: fills the warm caches
             _timed(argv[side], work, warm_env)
         pins = _same_outputs(work, list(lines)[-1])
         results = []
         for cache in ("warm", "cold"):
-            runs: Dict[str, List[float]] = {side: [] for side in SIDES}
+            runs: Dict[str, List[float]] = {side: [] for side in argv}
             for _ in range(repeat):
-                for side in SIDES:
+                for side in argv:
                     caches = root / "cold"  # made afresh for every cold run
                     env = warm_env if cache == "warm" else _environment(site, set_name, python, caches)
                     runs[side].append(_timed(argv[side], work, env))
@@ -238,12 +244,15 @@ def rows(results: Sequence[LockResult]) -> List[Tuple[str, ...]]:
 def report(results: Sequence[LockResult], markdown: bool) -> str:
     """The table and the checks, as text or Markdown (docs/benchmarks.md)."""
     table = [HEADER, *rows(results)]
+    if any(OTHER in r.medians for r in results):
+        table = [row + extra for row, extra in zip(table, [("O: other bake-plan lock ms", "O/U")] + [
+            (_ms(r.medians[OTHER]), f"{r.medians[OTHER] / r.medians[SIDES[2]]:.2f}") for r in results])]
     if markdown:
         lines = ["| " + " | ".join(table[0]) + " |", "|" + "---|" * len(table[0])]
         lines += ["| " + " | ".join(row) + " |" for row in table[1:]]
         lines += [""] + [f"- {'met' if ok else '**missed**'}: {text}" for text, ok in checks(results)]
     else:
-        widths = [max(len(row[i]) for row in table) for i in range(len(HEADER))]
+        widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
         lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table]
         lines += [""] + [f"{'met   ' if ok else 'MISSED'} {text}" for text, ok in checks(results)]
     return "\n".join(lines) + "\n"
@@ -257,13 +266,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--python", default="image", choices=("image", "host"),
                         help="image: the family declares Python 3.11 (default); host: it declares none")
     parser.add_argument("--bake-plan", help="the bake-plan console script (default: beside this Python)")
+    parser.add_argument("--compare", metavar="BAKE_PLAN", help="time this bake-plan too (e.g. an older one)")
     parser.add_argument("--markdown", action="store_true", help="print the report as Markdown")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
     bake_plan = args.bake_plan or str(Path(sys.executable).parent / "bake-plan")
-    results = measure(bake_plan, args.repeat, args.set, args.python)
+    results = measure(bake_plan, args.repeat, args.set, args.python, other=args.compare)
     sys.stdout.write(f"python: {sys.executable} (pip-compile's interpreter)\n" + report(results, args.markdown))
     return 1 if args.check and not all(ok for _, ok in checks(results)) else 0
 

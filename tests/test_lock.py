@@ -512,3 +512,17 @@ def bake_plan_stages():
         "bake-plan: error: --locked: locks/py-other.txt was made for Python 3.9, the image of 'py-other' has "
         "Python 3.11 (the stage's python): run `bake-plan lock --target py-other`"), proc.stderr
     assert not (tmp_path / "docker-bake.hcl").exists()
+
+
+def test_a_python_without_pip_tools_locks_for_its_own_markers(lock_cli, tmp_path):
+    # uv resolves for the interpreter (uv pip compile --python): it needs no pip-tools, no pip even.
+    import venv
+    venv.EnvBuilder(with_pip=False).create(tmp_path / "bare")
+    bare = tmp_path / "bare" / "bin" / "python"
+    probe = subprocess.run([str(bare), "-c", "import piptools"], capture_output=True)
+    assert probe.returncode != 0  # really without pip-tools
+    proc = lock_cli("lock", "--target", "lt-e", "--python", str(bare), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lock = (tmp_path / "locks" / "lt-e.txt").read_text().splitlines()
+    assert f"# bake-plan python: {platform.python_version()}" in lock and "# bake-plan resolver: uv" in lock
+    assert "alpha==2.0" in lock and "gamma==1.0" in lock

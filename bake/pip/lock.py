@@ -9,10 +9,12 @@ exactly the lock.
 
 What goes in: for the requested stage and its parents (the meal kits its final stage is built
 on; stages it only ``uses``, such as ``te``, contribute no ``.in`` file), root first, each
-stage's lines as ``requirements-<stage>.in`` (the file names the image uses, so pip-compile's
-``# via -r requirements-<stage>.in`` annotations name the stage). pip-tools runs as a
-subprocess, ``<python> -m piptools compile``, with the options the final stage uses
-(``stages/scripts/pip-finalize.sh``); the index and find-links options pass through.
+stage's lines as ``requirements-<stage>.in`` (the file names the image uses, so the
+``# via -r requirements-<stage>.in`` annotations name the stage). uv resolves them, as a
+subprocess ``uv pip compile`` (:data:`UV_OPTIONS`: pip-compile's output format, the one the final
+stage's ``stages/scripts/pip-finalize.sh`` writes with pip-tools in the image); the index and
+find-links options pass through. uv is a dependency of bake-plan; pip-tools is not needed on the
+host (the image keeps it, and ``bake-plan wheelhouse`` fetches it for the image).
 
 Lines naming a path in the image (``-e file:///opt/delta``, ``gamma @ file:///opt/wheels/…``)
 are resolved from the host path the stage declares in ``Stage.host_paths``, and the lock names
@@ -24,14 +26,20 @@ Per arch: each line's environment marker is evaluated for every platform the sta
 platform there is one lock, ``<locks>/<stage>.txt``; otherwise one per arch,
 ``<locks>/<stage>-<arch>.txt``.
 
-For the image's Python: a stage that declares ``python = "3.10"`` (or inherits it from a parent)
-is resolved by ``uv pip compile --python-version 3.10 --python-platform <arch>-manylinux_2_28``,
-once per arch, so dependencies' markers, ``Requires-Python`` and wheel tags are the image's, and
-no interpreter of that version is needed on the host (the image itself keeps pip-tools). When
-the arches' results differ, there is one lock per arch. The header records the Python and the
-platforms; ``bake-pip-finalize`` refuses a lock made for another Python. A stage that declares no
-Python, or ``--python`` given explicitly, is compiled by that interpreter's pip-tools as before
-(the lock is then for that interpreter's Python).
+Which Python: a stage that declares ``python = "3.10"`` (or inherits it from a parent) is
+resolved with ``--python-version 3.10 --python-platform <arch>-manylinux_2_28`` for each arch, so
+dependencies' markers, ``Requires-Python`` and wheel tags are the image's, and no interpreter of
+that version is needed on the host; when the arches' results differ, there is one lock per arch.
+A stage that declares none is resolved for an interpreter's own markers, uv's ``--python``: the
+one ``--python`` names, else the Python running bake-plan (so ``--python`` means "resolve for
+this interpreter"; with a declared Python it must be of that version). The header records the
+Python (and the uv platform when there is one) and ``resolver: uv``; ``bake-pip-finalize``
+refuses a lock made for another Python.
+
+Speed (docs/benchmarks.md, "The lock at resolver speed"): one uv run per lock and platform, all
+of them side by side (:func:`resolve_all`); no probe of the interpreter bake-plan runs on; a
+requirement line without a marker is never parsed. What is left on top of uv is bake-plan's
+start-up (interpreter, plugins, composing the chain).
 """
 
 from __future__ import annotations
@@ -445,6 +453,12 @@ def uv_binary() -> str:
 
     :raises UsageError: it is not installed.
     """
+    if os.name == "posix" and sys.prefix != sys.base_prefix:
+        # In a virtual environment, find_uv_bin's first place is <venv>/bin; asking sysconfig for
+        # it costs more than a fifth of a `uv pip compile` on warm caches.
+        beside = os.path.join(sys.prefix, "bin", "uv")
+        if os.path.isfile(beside):
+            return beside
     try:
         from uv import find_uv_bin
         return find_uv_bin()

@@ -546,7 +546,8 @@ def _pull(setting: Optional[bool], push: bool) -> bool:
 
 
 def _pip_args(given: Mapping[str, Any]) -> Tuple[str, ...]:
-    """The index options ``lock`` passes to pip-compile, as pip-compile's flags."""
+    """The index options ``lock`` passes to its resolver, in pip's spelling (uv takes them, but
+    ``--trusted-host``: :func:`bake.pip.lock._uv_args`)."""
     out: List[str] = []
     for dest, option in _PIP_OPTIONS:
         value = given.get(dest)

@@ -294,7 +294,7 @@ def python_version(value: str, where: str) -> str:
 
 def python(value: str, where: str = "--python") -> str:
     """An interpreter for ``bake-plan lock`` (``--python``): a name on ``PATH`` or a path. Whether
-    it is a Python with pip-tools is asked when the lock runs (:func:`bake.pip.lock.python_version`).
+    it is a Python interpreter is asked when the lock runs (:func:`bake.pip.lock.python_version`).
 
     :raises UsageError: empty.
     """
