@@ -49,7 +49,6 @@ import functools
 import hashlib
 import json
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -253,6 +252,10 @@ _PYTHON_SAYS = "bake-plan-python "
 that prints nothing, or something else, is not a Python."""
 
 
+def _own_version() -> str:
+    return ".".join(map(str, sys.version_info[:3]))
+
+
 @functools.lru_cache(maxsize=None)
 def python_version(python: str) -> str:
     """The version of the interpreter ``python`` (``"3.11.7"``), asked once per process.
@@ -261,9 +264,9 @@ def python_version(python: str) -> str:
         interpreter (``/bin/true``).
     """
     given, python = python, interpreter(python)
-    if python == sys.executable:  # bake-plan's own Python: nothing to ask
-        return platform.python_version()
-    probe = f"import sys; print({_PYTHON_SAYS!r} + '.'.join(map(str, sys.version_info[:3])))"
+    if python == sys.executable:  # bake-plan's own Python: nothing to ask (the probe says the same)
+        return _own_version()
+    probe = f"import sys; print({_PYTHON_SAYS!r} + '.'.join(map(str, sys.version_info[:3])))"  # as _own_version
     try:
         proc = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=120,
                               stdin=subprocess.DEVNULL)
@@ -311,7 +314,7 @@ def compile_lock(spec: LockSpec, pip_args: Sequence[str] = (), target: Optional[
     :raises UsageError: a declared host path does not exist.
     """
     check_host_paths(spec)
-    target = target or Target(platform.python_version(), interpreter=sys.executable)
+    target = target or Target(_own_version(), interpreter=sys.executable)
     host_lines = [line for line in spec.lines if line.host is not None]
     if not host_lines:
         return ""
