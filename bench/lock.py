@@ -48,12 +48,6 @@ OTHER = "other bake-plan lock"
 """With ``--compare BAKE_PLAN``: a second bake-plan (e.g. an older release), in the same rotation."""
 
 
-class Sample(NamedTuple):
-    """One timed run: wall seconds."""
-
-    seconds: float
-
-
 class LockResult(NamedTuple):
     """Medians of one cache state (``warm``/``cold``) for each of :data:`SIDES`, and the lock's size;
     ``python``: ``image`` (the family declares Python 3.11) or ``host`` (it declares none)."""

@@ -76,8 +76,9 @@ HEADER = "# bake-plan "
 # image); pip-sync reads them from the environment, and index options a stage wrote itself are put
 # back at the top of the lock. uv writes pip-compile's format (stages/scripts/pip-finalize.sh runs
 # ``pip-compile --no-header --strip-extras --allow-unsafe --no-emit-index-url …`` in the image):
-# no index options unless asked, extras stripped, pip/setuptools kept, ``# via`` on lines of their
-# own; it ignores any uv configuration file and never downloads an interpreter.
+# no index options unless asked, extras stripped, ``# via`` on lines of their own; pip and
+# setuptools are kept, in name order (pip-compile puts them last, under a comment), which pip-sync
+# takes either way. It ignores any uv configuration file and never downloads an interpreter.
 UV_OPTIONS = ("--quiet", "--no-progress", "--no-config", "--no-python-downloads", "--color", "never",
               "--no-header", "--annotation-style", "split")
 UV_PLATFORMS = {"amd64": "x86_64-manylinux_2_28", "arm64": "aarch64-manylinux_2_28"}
