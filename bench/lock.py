@@ -12,7 +12,7 @@ interpreter). With ``--python host`` the family declares no Python: A resolves f
 interpreter running it, and U gets ``--python`` that interpreter (what A gives uv then).
 
 The wheels are downloaded once, with pip's own configuration, into ``~/.cache/bake-plan-bench/``
-(reused by later runs), and every side then runs with ``--no-index -f DIR``, so the figures are
+(``$BAKE_PLAN_BENCH_CACHE``; reused by later runs), and every side then runs with ``--no-index -f DIR``, so the figures are
 not the network's. Each side's caches are the benchmark's own: warm (one directory per side, filled
 by a warm-up run) and cold (a fresh ``UV_CACHE_DIR``, ``PIP_CACHE_DIR`` and ``XDG_CACHE_HOME`` per
 run, passed through the environment, so bake-plan's uv gets them too). Runs alternate A, P, U;
@@ -40,7 +40,10 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
 FAMILY_PACKAGE = ROOT / "bench" / "bake-plan-lockbench"
-CACHE_ROOT = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bake-plan-bench"
+CACHE_ROOT = Path(os.environ.get("BAKE_PLAN_BENCH_CACHE")
+                  or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bake-plan-bench")
+"""Where the downloaded wheels are kept between runs: ``$BAKE_PLAN_BENCH_CACHE``, else
+``~/.cache/bake-plan-bench``."""
 MAX_RATIO = 1.1
 """docs/benchmarks.md: ``bake-plan lock`` takes at most 1.1 × ``uv pip compile``, warm and cold."""
 SIDES = ("bake-plan lock", "pip-compile", "uv pip compile")

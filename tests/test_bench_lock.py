@@ -1,25 +1,30 @@
 """The lock benchmark works: one run of ``bench/lock.py`` on the tiny family (three small
-pure-Python projects, downloaded once into ``~/.cache/bake-plan-bench``) gives a row per cache
+pure-Python projects, downloaded once into ``$BAKE_PLAN_TEST_CACHE/bench``) gives a row per cache
 state with the three sides' times and the ratios, and checks that ``bake-plan lock`` wrote what
 ``uv pip compile`` writes for the same files. Timing targets are not asserted here: the script
 judges them itself (``--check``) on a full run, recorded in docs/benchmarks.md."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 
 import pytest
 from conftest import ROOT
+from test_jaxfamily_engine import CACHE
 
 NUMBER = r"\d+(?:\.\d+)?"
 
 
 @pytest.mark.parametrize("python, shown", [("image", r"3\.11 \(declared\)"), ("host", r"3\.\d+\.\d+ \(bake-plan's\)")])
 def test_lock_bench_runs_once_on_the_tiny_family(tmp_path, python, shown):
+    # The wheels are kept with the other tests' downloads ($BAKE_PLAN_TEST_CACHE), which CI keeps.
+    env = dict(os.environ, BAKE_PLAN_BENCH_CACHE=str(CACHE / "bench"))
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "lock.py"), "--set", "tiny", "--repeat", "1",
-                           "--python", python, "--markdown"], capture_output=True, text=True, cwd=tmp_path, timeout=900)
+                           "--python", python, "--markdown"], capture_output=True, text=True, cwd=tmp_path, env=env,
+                          timeout=900)
     assert proc.returncode == 0, proc.stderr  # the warm-up also compared the lock with uv's output
     out = proc.stdout
     assert ("| lock | Python | cache | pins | A: bake-plan lock ms | P: pip-compile ms | U: uv pip compile ms "
