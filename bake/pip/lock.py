@@ -361,7 +361,7 @@ def resolve_all(specs: Sequence[LockSpec], pip_args: Sequence[str] = (),
         check_host_paths(spec)
     jobs = list(dict.fromkeys((i, t) for i, (_, by_platform) in enumerate(planned) for t in by_platform.values()))
     if len(jobs) == 1:
-        bodies = {jobs[0]: compile_lock(specs[0], pip_args, jobs[0][1])}
+        bodies = {jobs[0]: compile_lock(specs[jobs[0][0]], pip_args, jobs[0][1])}
     else:
         from concurrent.futures import ThreadPoolExecutor
 
