@@ -526,3 +526,16 @@ def test_a_python_without_pip_tools_locks_for_its_own_markers(lock_cli, tmp_path
     lock = (tmp_path / "locks" / "lt-e.txt").read_text().splitlines()
     assert f"# bake-plan python: {platform.python_version()}" in lock and "# bake-plan resolver: uv" in lock
     assert "alpha==2.0" in lock and "gamma==1.0" in lock
+
+
+def test_a_line_without_a_marker_is_taken_as_is_without_packaging():
+    # A PEP 508 marker needs a ';': lines without one skip the parse (and packaging's import).
+    code = ("import sys; from bake.pip import requirements as r; "
+            "out = [r.for_platform(l, 'linux/arm64', '3.11') for l in ('numpy<2', 'jax[cpu]==0.4.30', '-e file:///opt/x')]; "
+            "print(out, 'packaging' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "['numpy<2', 'jax[cpu]==0.4.30', '-e file:///opt/x'] False", proc.stderr
+    # With a marker it is still evaluated for the platform.
+    from bake.pip import requirements as reqs
+    assert reqs.for_platform('zeta; platform_machine == "aarch64"', "linux/amd64") is None
+    assert reqs.for_platform('zeta; platform_machine == "aarch64"', "linux/arm64") in ("zeta", 'zeta; platform_machine == "aarch64"')
