@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -441,6 +440,8 @@ def checkout(src: Source, dest: str, patch_dir: Optional[str] = None, timeout: f
         env = dict(os.environ, GIT_TERMINAL_PROMPT="0", BAKE_PIP_TOOLS_D=str(work / "pip-tools.d"))
         if patch_dir:
             env["BAKE_PATCH_DIR"] = patch_dir
+        import subprocess  # only lock and bump run git: a plan does not import it
+
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
                                   stdin=subprocess.DEVNULL)
@@ -490,6 +491,8 @@ def ls_remote(url: str, ref: str, timeout: float = 120) -> List[Tuple[str, str]]
     """
     env = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_ASKPASS="true", SSH_ASKPASS="true")
     env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
+    import subprocess
+
     try:
         # The peeled pattern too: a pattern "v1" does not match the "refs/tags/v1^{}" line.
         proc = subprocess.run(["git", "ls-remote", "--", url, ref, ref + "^{}"], capture_output=True, text=True,
