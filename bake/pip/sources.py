@@ -224,7 +224,7 @@ def _userinfo(url: str) -> Optional[str]:
     return None
 
 
-_cache: Dict[Tuple[str, int, int], Dict[str, ManifestSource]] = {}
+_cache: Dict[Tuple[str, int, int, int, int], Dict[str, ManifestSource]] = {}
 
 
 def _read(file: Path) -> str:
@@ -255,7 +255,9 @@ def load_manifest(path: Optional[Union[str, Path]] = None) -> Dict[str, Manifest
     file = Path(path) if path is not None else manifest_path()
     try:
         stat = file.stat()
-        key = (str(file.resolve()), stat.st_mtime_ns, stat.st_size)
+        # Not file.resolve(), which walks every directory of the path: each source() of a plugin
+        # comes here (32 times for upstream-pax); the device and inode tell a relinked file apart.
+        key = (os.path.abspath(file), stat.st_dev, stat.st_ino, stat.st_mtime_ns, stat.st_size)
         if key not in _cache:
             _cache[key] = parse_manifest(_read(file), str(file), str(file.resolve().parent), strict=False)
     except OSError as err:
