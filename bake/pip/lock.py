@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from bake.errors import LockConflict, LockError, OutputError, StageError, UsageError
+from bake.errors import LockConflict, LockError, OutputError, UsageError
 from bake.output import write_atomic
 from bake.owned import kind_of, not_ours, own_directory
 from bake.pip import requirements as reqs
