@@ -188,7 +188,7 @@ def _wheelhouse_arguments() -> argparse.ArgumentParser:
 
 class _OneCommand(argparse._SubParsersAction):
     """Sub-parsers of which only ``only`` is built (all when ``None``): a command line names one
-    command, and building the others' options cost a plan's cold start about 5 % of its time."""
+    command, and building the others' options cost a plan's cold start about 3 % of its time."""
 
     def __init__(self, *args, only: Optional[str] = None, **kwargs):
         super().__init__(*args, **kwargs)
