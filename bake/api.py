@@ -60,7 +60,7 @@ def make_plan(
         targets``): an unknown target's error line starts with it.
     :raises bake.errors.BakePlanError: bad input, with a one-line message naming the culprit.
     """
-    from bake.pip.lock import check_lock_names
+    from bake.pip.lockfiles import check_lock_names
     from bake.pip.sources import check_manifest, check_sources
     from bake.plan.secrets import SECRET_HINT, find_secret_values
 

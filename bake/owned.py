@@ -21,7 +21,6 @@ files deleted elsewhere.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
@@ -82,6 +81,8 @@ def check_replaceable(path: Union[str, Path], force: bool = False) -> None:
 
 def sha256(data: bytes) -> str:
     """``sha256:<hex>`` of ``data``."""
+    import hashlib  # here, not at the top: loading OpenSSL costs a plan ~3 ms it does not need
+
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
@@ -95,6 +96,8 @@ def file_sha256(path: Union[str, Path]) -> Optional[str]:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
+        import hashlib
+
         digest = hashlib.sha256()
         while True:
             chunk = os.read(fd, 1 << 20)

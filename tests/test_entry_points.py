@@ -4,9 +4,14 @@ does not need: no python-on-whales, no pip-tools, no execution modules."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import zipfile
+
+import pytest
+
+from bake.plan.plugins import ENV_PLUGINS_DISABLE
 
 
 def test_a_plugin_in_a_zip_on_pythonpath_is_found(cli, tmp_path):
@@ -40,11 +45,76 @@ sys.exit(status)
 
 
 def test_planning_imports_only_what_it_needs(tmp_path):
+    # A BAKE_PLAN_* variable that is not a setting (the test engine's BAKE_PLAN_TEST_REGISTRY) is
+    # compared with the settings' names through difflib: none here, as for most users.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BAKE_PLAN_") or k == ENV_PLUGINS_DISABLE}
     proc = subprocess.run([sys.executable, "-c", _IMPORTS, str(tmp_path / "plan.hcl")], capture_output=True,
-                          text=True, cwd=tmp_path, timeout=120)
+                          text=True, cwd=tmp_path, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     imported = set(proc.stdout.split("\n")[-2].split())
     assert "bake.plan.compose" in imported and "pluggy" in imported
     for heavy in ("python_on_whales", "piptools", "pydantic", "bake.run.engine", "bake.run.build"):
         assert heavy not in imported, heavy
+    # Cold start (issue 16): what only other commands, error lines or pytest need stays out of a plan.
+    for lazy in ("subprocess", "hashlib", "difflib", "bake.pip.lock", "bake.pip.requirements", "bake.pip.wheelhouse",
+                 "bake.run", "bake.completion", "shtab", "bake.plan.workflow", "bake.plan.matrix", "bake.plan.graph",
+                 "bake.plan.metadata", "bake.settings.show", "bake.pytest_plugin", "pytest", "bake.testing"):
+        assert lazy not in imported, lazy
+    assert "bake.pip.lockfiles" in imported  # the one lock check a plan makes
     assert (tmp_path / "plan.hcl").is_file()
+
+
+def test_the_installed_entry_points_are_read_once_per_plan(monkeypatch, tmp_path):
+    """Every distribution's ``entry_points.txt`` is read once (loading the plugins), not again to
+    check ``plugins.enable``/``disable`` when the configuration names none."""
+    from importlib import metadata
+
+    from bake.cli import main
+
+    calls = []
+    scan = metadata.entry_points
+    monkeypatch.setattr(metadata, "entry_points", lambda *a, **k: calls.append(1) or scan(*a, **k))
+    monkeypatch.chdir(tmp_path)
+    assert main(["--target", "jax", "-q", "-o", "plan.hcl"]) == 0
+    assert len(calls) == 1
+    calls.clear()
+    assert main(["--target", "jax", "-q", "-o", "plan.hcl", "--config", str(_config(tmp_path, 'disable = ["xla-ci"]'))]) == 0
+    assert len(calls) == 2  # the names, to check the configuration's, then loading
+
+
+def _config(where, plugins_line: str):
+    path = where / "bake-plan.toml"
+    path.write_text(f"[plugins]\n{plugins_line}\n")
+    return path
+
+
+def test_a_command_line_builds_only_its_commands_parser():
+    from bake.cli import COMMANDS, build_parser, parse_args
+
+    assert set(build_parser()._subparsers._group_actions[0].choices) == set(COMMANDS)
+    assert set(build_parser("plan")._subparsers._group_actions[0].choices) == {"plan"}
+    full, one = build_parser(), build_parser("lock")
+    argv = ["lock", "--target", "jax", "-f", "wheels", "--no-index", "-q"]
+    assert vars(one.parse_args(argv)) == vars(full.parse_args(argv))
+    assert parse_args(["--target", "jax", "-v"]).command == "plan"
+
+
+_FROZEN = """
+import atexit, gc, sys
+from bake.cli import main
+atexit.register(lambda: print("frozen at exit:", gc.get_freeze_count() > 0))
+status = main({argv})
+print("frozen after main:", gc.get_freeze_count() > 0)
+sys.exit(status)
+"""
+
+
+@pytest.mark.parametrize("argv, at_exit", [("None", True), ("sys.argv[1:]", False)])
+def test_only_the_bake_plan_process_skips_the_last_collection(tmp_path, argv, at_exit):
+    """The console script (``main()``) freezes every object at exit, so Python's last garbage
+    collection has nothing to walk; a caller in-process (``main([...])``: tests, a library user)
+    keeps its collector as it was."""
+    proc = subprocess.run([sys.executable, "-c", _FROZEN.format(argv=argv), "--target", "jax", "-q", "-o", "p.hcl"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["frozen after main: False", f"frozen at exit: {at_exit}"]

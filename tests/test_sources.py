@@ -585,3 +585,30 @@ def test_the_lock_of_an_unreachable_source_is_one_line(cli, tmp_path, stand_ins)
                     f"cannot check out {projects['praxis'].url}#")
     assert not (tmp_path / "locks").exists()
     assert not any(p.name.startswith(("praxis", ".praxis")) for p in (tmp_path / "checkouts").iterdir())
+
+
+def test_the_manifest_is_read_once_while_unchanged_and_again_when_edited_or_relinked(tmp_path, monkeypatch):
+    """:func:`load_manifest` is called for every source of every plugin: it parses the file once,
+    and again after an edit, or when a link in its path points at another file (issue 16: the key
+    is the file's absolute path, device, inode, mtime and size, not a resolved path)."""
+    from bake.pip import sources
+
+    text = (stages_dir() / "sources.toml").read_text()
+    first, second = tmp_path / "a.toml", tmp_path / "b.toml"
+    first.write_text(text)
+    second.write_text(text.replace("[jax]", "[jax]\n# another file", 1))
+    link = tmp_path / "sources.toml"
+    link.symlink_to(first)
+    parsed = []
+    parse = sources.parse_manifest
+    monkeypatch.setattr(sources, "parse_manifest", lambda *a, **k: parsed.append(a[1]) or parse(*a, **k))
+    monkeypatch.setattr(sources, "_cache", {})
+    monkeypatch.chdir(tmp_path)
+    assert sources.load_manifest("sources.toml") is sources.load_manifest(link) is sources.load_manifest(link)
+    assert len(parsed) == 1
+    link.unlink()
+    link.symlink_to(second)
+    assert "jax" in sources.load_manifest(link) and len(parsed) == 2
+    with first.open("a") as handle:
+        handle.write("\n# edited\n")
+    assert sources.load_manifest(first) and len(parsed) == 3

@@ -58,10 +58,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from bake.errors import LockConflict, LockError, OutputError, StageError, UsageError
+from bake.errors import LockConflict, LockError, OutputError, UsageError
 from bake.output import write_atomic
 from bake.owned import kind_of, not_ours, own_directory
 from bake.pip import requirements as reqs
+from bake.pip.lockfiles import check_lock_names, lock_file_names  # noqa: F401 (their home before)
 from bake.plan.compose import Composition
 from bake.plan.names import arch_of, target_name
 from bake.plan.stage import Stage
@@ -607,29 +608,6 @@ def _pulling(spec: LockSpec, lines: Sequence[Line], project: str, pip_args, cach
     return found
 
 
-def lock_file_names(stage: Stage) -> List[str]:
-    """Every lock file name ``stage`` may write in the locks directory: ``<stage>.txt`` and, for
-    a lock per arch, ``<stage>-<arch>.txt`` for each of its platforms ([] for a one-target stage)."""
-    if stage.kind != "mealkit":
-        return []
-    return [f"{stage.name}.txt", *dict.fromkeys(f"{stage.name}-{arch_of(p)}.txt" for p in stage.platforms)]
-
-
-def check_lock_names(stages: Sequence[Stage]) -> None:
-    """Refuse two stages whose locks could land on one file of the locks directory (stage ``x``
-    locked per arch writes ``x-amd64.txt``, which is also the lock of a stage ``x-amd64``).
-
-    :raises StageError: one line naming both stages, their plugins and the file.
-    """
-    seen: Dict[str, Stage] = {}
-    for stage in sorted(stages, key=lambda s: s.name):
-        for filename in lock_file_names(stage):
-            other = seen.get(filename)
-            if other is not None and other.name != stage.name:
-                raise StageError(f"stages '{other.name}' (plugin '{other.plugin}') and '{stage.name}' (plugin "
-                                 f"'{stage.plugin}') would both write the lock file {filename} in the locks "
-                                 f"directory (a lock per arch is <stage>-<arch>.txt); rename one of them")
-            seen[filename] = stage
 
 
 def _lock_text(path: Path) -> Optional[str]:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -225,7 +224,7 @@ def _userinfo(url: str) -> Optional[str]:
     return None
 
 
-_cache: Dict[Tuple[str, int, int], Dict[str, ManifestSource]] = {}
+_cache: Dict[Tuple[str, int, int, int, int], Dict[str, ManifestSource]] = {}
 
 
 def _read(file: Path) -> str:
@@ -256,7 +255,9 @@ def load_manifest(path: Optional[Union[str, Path]] = None) -> Dict[str, Manifest
     file = Path(path) if path is not None else manifest_path()
     try:
         stat = file.stat()
-        key = (str(file.resolve()), stat.st_mtime_ns, stat.st_size)
+        # Not file.resolve(), which walks every directory of the path: each source() of a plugin
+        # comes here (32 times for upstream-pax); the device and inode tell a relinked file apart.
+        key = (os.path.abspath(file), stat.st_dev, stat.st_ino, stat.st_mtime_ns, stat.st_size)
         if key not in _cache:
             _cache[key] = parse_manifest(_read(file), str(file), str(file.resolve().parent), strict=False)
     except OSError as err:
@@ -441,6 +442,8 @@ def checkout(src: Source, dest: str, patch_dir: Optional[str] = None, timeout: f
         env = dict(os.environ, GIT_TERMINAL_PROMPT="0", BAKE_PIP_TOOLS_D=str(work / "pip-tools.d"))
         if patch_dir:
             env["BAKE_PATCH_DIR"] = patch_dir
+        import subprocess  # only lock and bump run git: a plan does not import it
+
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
                                   stdin=subprocess.DEVNULL)
@@ -490,6 +493,8 @@ def ls_remote(url: str, ref: str, timeout: float = 120) -> List[Tuple[str, str]]
     """
     env = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_ASKPASS="true", SSH_ASKPASS="true")
     env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
+    import subprocess
+
     try:
         # The peeled pattern too: a pattern "v1" does not match the "refs/tags/v1^{}" line.
         proc = subprocess.run(["git", "ls-remote", "--", url, ref, ref + "^{}"], capture_output=True, text=True,

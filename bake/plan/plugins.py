@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
-import difflib
 import re
 import sys
 import types
@@ -438,6 +437,8 @@ def _constructor_error(plugin: str, err: TypeError) -> str:
         fields = sorted({f.name for m in models for f in dataclasses.fields(m)} - {"plugin"})
         if cls is None and name in fields:
             return generic
+        import difflib  # an error line's hint: not imported by a plan that succeeds
+
         near = difflib.get_close_matches(name, fields, n=1)
         hint = f" (did you mean '{near[0]}'?)" if near else f" (its fields: {', '.join(fields)})"
         return f"plugin '{plugin}': {cls or 'Stage'}() has no field '{name}'{hint}"

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import difflib
 import os
 from pathlib import Path
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
@@ -302,7 +301,9 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
     cache_branch = flag("cache_branch")
     blocked = ()
     if command in TARGET_COMMANDS or command in ("stages", "config"):
-        blocked = tuple(_blocked_plugins(provenance, entry_point_names()))
+        # Installed names are needed only to check plugins.enable/disable: no scan of every distribution else.
+        if provenance["plugins.enable"].value is not None or provenance["plugins.disable"].value:
+            blocked = tuple(_blocked_plugins(provenance, entry_point_names()))
     return Settings(
         command=command, provenance=provenance, file=file, stages=stages,
         targets=targets, platforms=provenance["platforms"].value, registry=provenance["registry"].value,
@@ -483,6 +484,8 @@ def _misspelt(environ: Mapping[str, str]) -> List[str]:
 def _characters_apart(a: str, b: str) -> int:
     """How many characters of the longer of ``a`` and ``b`` are not in their common subsequence
     (:class:`difflib.SequenceMatcher`): 1 for a letter left out, added, changed or swapped."""
+    import difflib  # only for a BAKE_PLAN_* name that is not a setting
+
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
     return max(len(a), len(b)) - sum(block.size for block in matcher.get_matching_blocks())
 
