@@ -127,8 +127,15 @@ def wheelhouse_users(stages: Dict[str, Stage]) -> FrozenSet[str]:
 def context_users(stages: Dict[str, Stage], name: str) -> FrozenSet[str]:
     """Names of the stages whose Dockerfile uses the named context ``name`` (a placeholder stage
     of that name, a mount or a copy from it: :func:`bake.plan.compose.uses_named_context`)."""
-    return frozenset(stage_name for stage_name, stage in stages.items()
-                     if uses_named_context(dockerfile_text(stage) or "", name))
+    found: Dict[tuple, bool] = {}  # a family's stages share Dockerfiles: each is read and parsed once
+    users = []
+    for stage_name, stage in stages.items():
+        where = (stage.context, stage.dockerfile, stage.dockerfile_inline)
+        if where not in found:
+            found[where] = uses_named_context(dockerfile_text(stage) or "", name)
+        if found[where]:
+            users.append(stage_name)
+    return frozenset(users)
 
 
 def _targets_of(stage) -> list:

@@ -95,3 +95,37 @@ def test_the_commands_that_fold_are_the_ones_with_a_target_option():
     assert takes == set(TARGET_OPTION_COMMANDS)
     assert fold_targets(["bump", "--target", "a", "--target", "b"]) == (["bump", "--target", "a", "--target", "b"],
                                                                          False)
+
+
+# --- the checks of every target, made cheaper, say the same ---------------------------------------
+
+JSONISH = st.recursive(
+    st.one_of(st.text(max_size=8), st.integers(), st.booleans()),
+    lambda inner: st.one_of(st.lists(inner, max_size=4),
+                            st.dictionaries(st.one_of(st.text(max_size=4), st.integers()), inner, max_size=4)),
+    max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(node=st.one_of(JSONISH, st.dictionaries(st.sampled_from(["", "args", "tags"]), JSONISH, max_size=3)))
+def test_strings_in_are_the_strings_walk_strings_yields(node):
+    from bake.plan.checks import strings_in
+    from bake.plan.secrets import walk_strings
+
+    assert strings_in(node) == [text for _, text in walk_strings(node)]
+
+
+TOKENS = ["ghp_" + "a1" * 18, "github_pat_" + "B2" * 16, "glpat-" + "x" * 20, "AKIA" + "Z" * 16, "xoxb-" + "1" * 10,
+          "AIza" + "k" * 35, "hf_" + "q" * 30, "npm_" + "n" * 36, "pypi-AgE" + "p" * 20, "dckr_pat_" + "d" * 20,
+          "sk-" + "s" * 32, "eyJ" + "a" * 8 + ".eyJ" + "b" * 8 + "." + "c" * 8,
+          "-----BEGIN RSA PRIVATE KEY-----"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(parts=st.lists(st.one_of(st.sampled_from(TOKENS), st.text(alphabet="ab_-.:/@ Z1\n", max_size=6)), max_size=4))
+def test_the_one_pass_token_search_finds_what_the_patterns_find(parts):
+    from bake.plan.secrets import _ANY_TOKEN, _URL_PATTERNS, VALUE_PATTERNS
+
+    text = "".join(parts)
+    alone = any(p.search(text) for _, p in VALUE_PATTERNS if p not in _URL_PATTERNS)
+    assert bool(_ANY_TOKEN.search(text)) == alone
