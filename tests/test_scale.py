@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import ROOT
@@ -129,3 +130,85 @@ def test_the_one_pass_token_search_finds_what_the_patterns_find(parts):
     text = "".join(parts)
     alone = any(p.search(text) for _, p in VALUE_PATTERNS if p not in _URL_PATTERNS)
     assert bool(_ANY_TOKEN.search(text)) == alone
+
+
+# --- the plans are the bytes they were ----------------------------------------------------------
+
+# sha256 of the plans the code before issue 16 (210c3f7) wrote, the install's paths replaced by
+# SITE (the bench plugin's directory) and BAKE (bake's package); `python tests/test_scale.py`
+# prints them for the installed code. A change meant to change plans updates them, and says so.
+PINNED = {
+    ("synthetic", "hcl"): "5ff007e2880f8eab6dd774552c976af60455e60f89361fb64f5abc310a115f77",
+    ("synthetic", "json"): "43ee58b4944ad27668dadc9679c23f4894c2738a3cbe3c453ccba29d186f002b",
+    ("upstream-pax", "hcl"): "c1941112ad2632c1046a3ee3134462165e5c5edfd84f34741e986b0c8a477d5e",
+    ("upstream-pax", "json"): "da0daacb19e6501b835621d1d45a8d56edda2caa0bc58bb2a18c54cdecc3f431",
+}
+STAGES = "300"
+
+
+def install_bench_plugin(site: Path) -> None:
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
+                    "--target", str(site), str(ROOT / "bench" / "bake-plan-bench")], check=True)
+
+
+def plan_digest(cwd: Path, site: Path, family: str, fmt: str, how: str = "flags") -> str:
+    """Plan ``family`` (``synthetic``: the bench plugin's 300 stages, every leaf requested;
+    ``upstream-pax``) in ``cwd``, with its targets from ``how`` (flags, config, env), and the
+    sha256 of the plan with the install's paths replaced."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BAKE_PLAN_") or k == "BAKE_PLAN_PLUGINS_DISABLE"}
+    if family == "synthetic":
+        env.update(PYTHONPATH=str(site), BAKE_PLAN_BENCH_STAGES=STAGES)
+        sys.path.insert(0, str(site))
+        try:
+            from bake_plan_bench import leaves
+        finally:
+            sys.path.remove(str(site))
+        targets = leaves(int(STAGES))
+    else:
+        env.pop("PYTHONPATH", None)
+        targets = ["upstream-pax"]
+    argv = [sys.executable, "-m", "bake.cli", "--date", "2026-11-29", "-o", f"plan.{fmt}"]
+    (cwd / "bake-plan.toml").unlink(missing_ok=True)
+    if how == "flags":
+        argv += [w for t in targets for w in ("--target", t)]
+    elif how == "config":
+        (cwd / "bake-plan.toml").write_text(f"targets = {json.dumps(targets)}\n", encoding="utf-8")
+    else:
+        env["BAKE_PLAN_TARGETS"] = ",".join(targets)
+    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    text = (cwd / f"plan.{fmt}").read_text(encoding="utf-8")
+    package = subprocess.run([sys.executable, "-c", "import bake, os; print(os.path.dirname(bake.__file__))"],
+                             cwd=cwd, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    text = text.replace(str(site), "SITE").replace(package, "BAKE")
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def bench_site(tmp_path_factory):
+    site = tmp_path_factory.mktemp("bench-site")
+    install_bench_plugin(site)
+    return site
+
+
+@pytest.mark.parametrize("fmt", ["hcl", "json"])
+@pytest.mark.parametrize("family", ["synthetic", "upstream-pax"])
+def test_the_plans_are_byte_for_byte_the_plans_before(bench_site, tmp_path, family, fmt):
+    assert plan_digest(tmp_path, bench_site, family, fmt) == PINNED[(family, fmt)]
+
+
+@pytest.mark.parametrize("how", ["config", "env"])
+def test_targets_from_the_configuration_or_the_environment_make_the_same_plan(bench_site, tmp_path, how):
+    # JSON: the HCL header names the BAKE_PLAN_* variables the plan was made with
+    assert plan_digest(tmp_path, bench_site, "synthetic", "json", how) == PINNED[("synthetic", "json")]
+
+
+if __name__ == "__main__":  # the digests of the installed code, for PINNED
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        install_bench_plugin(Path(tmp, "site"))
+        for family, fmt in PINNED:
+            work = Path(tmp, f"{family}-{fmt}")
+            work.mkdir()
+            print(family, fmt, plan_digest(work, Path(tmp, "site"), family, fmt))
