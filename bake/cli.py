@@ -387,7 +387,7 @@ def fold_targets(argv: Sequence[str]) -> Tuple[List[str], bool]:
     takes ``--target`` as one ``--target=V1<NUL>V2…`` word in its place, and whether any was folded.
 
     argparse's loop over a command line looks for the next option once per option (and copies an
-    ``append`` list once per value): quadratic in the number of option strings, 30 s for the 15,000
+    ``append`` list once per value): quadratic in the number of option strings, 10 s of CPU for the 15,000
     ``--target`` flags of a 20,000-stage family. Folded, argparse still parses everything, and
     :func:`parse_args` splits the word back into the same list. Left as they are, so argparse says
     what it says of them: a ``--target`` with no value or one starting with ``-`` (``expected one

@@ -212,3 +212,32 @@ if __name__ == "__main__":  # the digests of the installed code, for PINNED
             work = Path(tmp, f"{family}-{fmt}")
             work.mkdir()
             print(family, fmt, plan_digest(work, Path(tmp, "site"), family, fmt))
+
+
+# --- a plan written in parts is still written whole or not at all ---------------------------------
+
+def test_a_plan_written_in_parts_is_whole_or_not_there(tmp_path):
+    from bake.output import write_atomic
+
+    path = tmp_path / "docker-bake.hcl"
+    write_atomic(str(path), iter(["target \"a\" {", "\n}", "\n"]))
+    assert path.read_text() == 'target "a" {\n}\n'
+
+    def failing():
+        yield "half a plan"
+        raise ValueError("a part failed")
+
+    with pytest.raises(ValueError):
+        write_atomic(str(path), failing())
+    assert path.read_text() == 'target "a" {\n}\n'  # the old file, untouched
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docker-bake.hcl"]  # no temporary file left
+
+
+def test_render_parts_join_to_render():
+    from bake.api import render, render_parts
+    from bake.testing import compose_plan
+
+    composition = compose_plan(targets=["upstream-pax"])
+    for fmt in ("hcl", "json"):
+        parts = list(render_parts(composition, fmt))
+        assert len(parts) > 5 and "".join(parts) == render(composition, fmt)
