@@ -398,8 +398,8 @@ def fold_targets(argv: Sequence[str]) -> Tuple[List[str], bool]:
     if not argv or argv[0] not in TARGET_OPTION_COMMANDS:
         return list(argv), False
     out: List[str] = [argv[0]]
-    run = None  # where the current run's folded word is in out
-    folded = False
+    runs: List[Tuple[int, List[str]]] = []  # where each run's word goes in out, and its values
+    run: Optional[List[str]] = None  # the values of the current run
     i = 1
     while i < len(argv):
         word, value, step = argv[i], None, 1
@@ -414,13 +414,15 @@ def fold_targets(argv: Sequence[str]) -> Tuple[List[str], bool]:
             out.append(word)
             run = None
         elif run is None:
-            run = len(out)
-            out.append("--target=" + value)  # the = form: argparse takes any value so
+            run = [value]
+            runs.append((len(out), run))
+            out.append("")
         else:
-            out[run] += _FOLD + value
-            folded = True
+            run.append(value)
         i += step
-    return out, folded
+    for place, names in runs:
+        out[place] = "--target=" + _FOLD.join(names)  # the = form: argparse takes any value so
+    return out, any(len(names) > 1 for _, names in runs)
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
