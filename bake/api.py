@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import AbstractSet, Dict, FrozenSet, Optional, Sequence, Tuple
+from typing import AbstractSet, Dict, FrozenSet, Iterable, Optional, Sequence, Tuple
 
 import pluggy
 
@@ -17,7 +17,7 @@ from bake.plan import dockerfile
 from bake.plan.compose import BAKE_SCRIPTS, WHEELHOUSE, Composition, PlanOptions, compose, ignores_lock, uses_named_context
 from bake.plan.overrides import StageOverride, apply_overrides
 from bake.plan.plugins import Hooks, get_plugin_manager
-from bake.plan.render import to_hcl, to_json
+from bake.plan.render import hcl_parts, json_parts
 from bake.plan.stage import Stage
 from bake.plan.variants import expand
 from bake.resources import template_path
@@ -127,8 +127,15 @@ def wheelhouse_users(stages: Dict[str, Stage]) -> FrozenSet[str]:
 def context_users(stages: Dict[str, Stage], name: str) -> FrozenSet[str]:
     """Names of the stages whose Dockerfile uses the named context ``name`` (a placeholder stage
     of that name, a mount or a copy from it: :func:`bake.plan.compose.uses_named_context`)."""
-    return frozenset(stage_name for stage_name, stage in stages.items()
-                     if uses_named_context(dockerfile_text(stage) or "", name))
+    found: Dict[tuple, bool] = {}  # a family's stages share Dockerfiles: each is read and parsed once
+    users = []
+    for stage_name, stage in stages.items():
+        where = (stage.context, stage.dockerfile, stage.dockerfile_inline)
+        if where not in found:
+            found[where] = uses_named_context(dockerfile_text(stage) or "", name)
+        if found[where]:
+            users.append(stage_name)
+    return frozenset(users)
 
 
 def _targets_of(stage) -> list:
@@ -147,9 +154,19 @@ def render(composition: Composition, fmt: str = "hcl", filename: str = "docker-b
 
     Same composition, same bytes. :raises ValueError: an unknown format.
     """
+    return "".join(render_parts(composition, fmt, filename, environment))
+
+
+def render_parts(composition: Composition, fmt: str = "hcl", filename: str = "docker-bake.hcl",
+                 environment: Sequence[Tuple[str, str]] = ()) -> Iterable[str]:
+    """:func:`render`'s text in parts (a block at a time, for :func:`bake.output.write_atomic`), so a
+    large plan's text is never held whole; its errors are raised before the first part.
+
+    :raises ValueError: an unknown format.
+    """
     if fmt == "json":
-        return to_json(composition.plan)
+        return json_parts(composition.plan)
     if fmt == "hcl":
-        return to_hcl(composition.plan, template_path(), composition.requested,
-                      filename=[filename, *composition.bake_files], environment=environment)
+        return hcl_parts(composition.plan, template_path(), composition.requested,
+                         filename=[filename, *composition.bake_files], environment=environment)
     raise ValueError(f"unknown plan format {fmt!r}")

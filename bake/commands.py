@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from bake.api import FORMATS as DEFAULT_FILES
-from bake.api import make_plan, render
+from bake.api import make_plan, render_parts
 from bake.output import write_atomic
 from bake.owned import check_replaceable
 from bake.plan.compose import Composition
@@ -60,7 +60,7 @@ def write_plan(settings: Settings, composition: Composition, summary_to: TextIO)
     if output != "-":
         check_replaceable(output, force=settings.force)
     filename = os.path.basename(output) if output != "-" else DEFAULT_FILES[settings.format]
-    write_atomic(output, render(composition, settings.format, filename=filename, environment=settings.environment))
+    write_atomic(output, render_parts(composition, settings.format, filename=filename, environment=settings.environment))
     if output != "-" and filename in DEFAULT_FILES.values():
         _warn_of_files_read_with(output)
     plan = composition.plan

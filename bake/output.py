@@ -13,7 +13,7 @@ import stat
 import sys
 import tempfile
 from pathlib import Path
-from typing import Optional, TextIO
+from typing import Iterable, Optional, TextIO, Union
 
 from bake.errors import OutputError
 
@@ -59,8 +59,12 @@ def discard_stdout() -> None:
         pass
 
 
-def write_atomic(path: str, text: str, what: str = "the plan") -> None:
+def write_atomic(path: str, text: Union[str, Iterable[str]], what: str = "the plan") -> None:
     """Write ``text`` (UTF-8) to ``path``, or to stdout (:func:`stdout`) when ``path`` is ``-``.
+
+    ``text`` may come in parts (an iterable of str, :func:`bake.plan.render.hcl_parts`): a regular
+    file is then written a part at a time, and a part that raises leaves no file (the temporary
+    file is removed); stdout and other files get the whole text, made first.
 
     A reader never sees a half-written file: the text goes to a temporary file beside ``path``
     that replaces it in one ``os.replace``; on any error the old file is untouched and the
@@ -72,6 +76,8 @@ def write_atomic(path: str, text: str, what: str = "the plan") -> None:
     :raises OSError: writing to stdout failed (``BrokenPipeError`` when the reader left); the
         CLI turns it into its exit status (:func:`discard_stdout`).
     """
+    if not isinstance(text, str) and (path == "-" or not _regular_or_absent(path)):
+        text = "".join(text)  # all or nothing where there is no temporary file
     if path == "-":
         out = stdout()
         if out is None:  # started with stdout closed (`bake-plan … >&-`)
@@ -97,12 +103,20 @@ def write_atomic(path: str, text: str, what: str = "the plan") -> None:
         target = Path(os.path.realpath(path))
         path = str(target)
     mode = os.stat(path).st_mode & 0o777 if target.exists() else None
-    replace_file(target, text.encode("utf-8"), what, mode)
+    data = text.encode("utf-8") if isinstance(text, str) else (part.encode("utf-8") for part in text)
+    replace_file(target, data, what, mode)
 
 
-def replace_file(path: Path, data: bytes, what: str, mode: Optional[int] = None) -> None:
-    """Put ``data`` at ``path`` whole or not at all: a temporary file beside it, then one
-    ``os.replace`` (which replaces the name itself, a symlink there included).
+def _regular_or_absent(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return True
+
+
+def replace_file(path: Path, data: Union[bytes, Iterable[bytes]], what: str, mode: Optional[int] = None) -> None:
+    """Put ``data`` (bytes, or bytes in parts) at ``path`` whole or not at all: a temporary file
+    beside it, then one ``os.replace`` (which replaces the name itself, a symlink there included).
 
     :param mode: the permission bits of the new file (default: ``0o666`` less the umask).
     :raises OutputError: the directory is missing or not writable; the temporary file is removed.
@@ -112,7 +126,10 @@ def replace_file(path: Path, data: bytes, what: str, mode: Optional[int] = None)
     try:
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            if isinstance(data, bytes):
+                handle.write(data)
+            else:
+                handle.writelines(data)
         os.chmod(tmp_name, 0o666 & ~_umask() if mode is None else mode)
         os.replace(tmp_name, path)
         tmp_name = None

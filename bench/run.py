@@ -9,13 +9,18 @@ plugin installed with pip into a scratch directory on ``PYTHONPATH``), it runs, 
   plugins, composition, rendering, writing the file);
 - B: ``docker buildx bake --print …`` on the plan A wrote: ``upstream-pax`` for upstream-pax, the
   ``default`` group (every target of the plan) for the synthetic families, which A plans by
-  requesting every leaf stage.
+  requesting every leaf stage (``--target`` once per leaf). B runs only up to ``--print-up-to``
+  stages (2,000): above, buildx takes minutes and GBs, and the table shows "—".
+
+The ``--config-sizes`` families (2,000 and 20,000 stages) are planned a second time with their
+targets from the configuration (a ``bake-plan.toml`` with ``targets = [...]`` in the case's
+directory) instead of flags.
 
 It reports median wall times, A/B, each side's peak memory (max RSS of the process) and how A's
 time grows from one size to the next, then checks the targets of docs/benchmarks.md. Only the
 standard library and the installed project are needed (and buildx for B)::
 
-    python bench/run.py --sizes 20,200,2000 --repeat 15 --markdown
+    python bench/run.py --sizes 20,200,2000,20000 --repeat 15 --markdown
 """
 
 from __future__ import annotations
@@ -44,6 +49,11 @@ LARGE, SMALL = 2000, 200
 MAX_LARGE_SECONDS = 1.0
 MAX_GROWTH = 12.0
 MAX_LARGE_RSS_MB = 150.0
+MAX_UPSTREAM_RATIO = 0.8  # A ≤ 0.8 × B for upstream-pax (issue 16)
+HUGE = 20000  # issue 16: linear to 20,000 stages, with targets from flags or from the configuration
+MAX_HUGE_GROWTH = 11.0
+MAX_HUGE_RSS_MB = 250.0
+CONFIG = "config"  # the label suffix of a case whose targets come from bake-plan.toml
 
 
 class Sample(NamedTuple):
@@ -61,6 +71,13 @@ class Case(NamedTuple):
     plan_args: Tuple[str, ...]
     print_targets: Tuple[str, ...]
     env: Dict[str, str]
+    config: Optional[str] = None  # bake-plan.toml written in the case's directory
+    printed: bool = True  # B runs (buildx --print); False above --print-up-to stages
+
+    @property
+    def from_config(self) -> bool:
+        """Whether A's targets come from the configuration (bake-plan.toml), not flags."""
+        return self.config is not None
 
 
 class Result(NamedTuple):
@@ -69,14 +86,18 @@ class Result(NamedTuple):
     case: Case
     targets: int
     a: Sample
-    b: Sample
+    b: Optional[Sample]  # None: B not run (too large for buildx --print)
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     """The command line of the benchmark."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="20,200,2000",
-                        help="comma-separated sizes of the synthetic family, in stages (default 20,200,2000)")
+    parser.add_argument("--sizes", default="20,200,2000,20000",
+                        help="comma-separated sizes of the synthetic family, in stages (default 20,200,2000,20000)")
+    parser.add_argument("--config-sizes", default="2000,20000",
+                        help="sizes also planned with their targets from bake-plan.toml (default 2000,20000)")
+    parser.add_argument("--print-up-to", type=int, default=LARGE, metavar="STAGES",
+                        help=f"run B (buildx --print) only for plans of at most this many stages (default {LARGE})")
     parser.add_argument("--repeat", type=int, default=7, help="timed runs of A and of B per case (default 7)")
     parser.add_argument("--markdown", action="store_true", help="print the report as Markdown (docs/benchmarks.md)")
     parser.add_argument("--no-upstream", action="store_true", help="skip the upstream-pax case")
@@ -88,11 +109,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help="also run the lock benchmark, bench/lock.py (default: yes)")
     parser.add_argument("--lock-set", default="jax", choices=("jax", "tiny"), help="the lock family's requirements")
     args = parser.parse_args(argv)
-    try:
-        args.sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-    except ValueError:
-        parser.error(f"--sizes {args.sizes!r}: expected comma-separated integers")
-    if any(size < 1 for size in args.sizes) or args.repeat < 1:
+    for option in ("sizes", "config_sizes"):
+        text = getattr(args, option)
+        try:
+            setattr(args, option, [int(s) for s in text.split(",") if s.strip()])
+        except ValueError:
+            parser.error(f"--{option.replace('_', '-')} {text!r}: expected comma-separated integers")
+    if any(size < 1 for size in args.sizes + args.config_sizes) or args.repeat < 1:
         parser.error("sizes and --repeat must be at least 1")
     return args
 
@@ -116,8 +139,10 @@ def install_bench_plugin(site: Path) -> None:
                     "--target", str(site), str(BENCH_PACKAGE)], check=True)
 
 
-def cases(sizes: Sequence[int], site: Path, upstream: bool) -> List[Case]:
-    """upstream-pax (the built-in family, no bench plugin), then one synthetic family per size."""
+def cases(sizes: Sequence[int], site: Path, upstream: bool, config_sizes: Sequence[int] = (),
+          print_up_to: int = LARGE) -> List[Case]:
+    """upstream-pax (the built-in family, no bench plugin), then one synthetic family per size
+    (targets as flags), then one per config size (targets from bake-plan.toml)."""
     base_env = {k: v for k, v in os.environ.items() if k not in ("BAKE_PLAN_BENCH_STAGES", "PYTHONPATH")}
     out = []
     if upstream:
@@ -128,7 +153,11 @@ def cases(sizes: Sequence[int], site: Path, upstream: bool) -> List[Case]:
     for size in sizes:
         env = dict(base_env, PYTHONPATH=str(site), **{ENV: str(size)})
         plan_args = tuple(arg for leaf in leaves(size) for arg in ("--target", leaf))
-        out.append(Case(f"synthetic {size}", size, plan_args, (), env))
+        out.append(Case(f"synthetic {size}", size, plan_args, (), env, printed=size <= print_up_to))
+    for size in config_sizes:
+        env = dict(base_env, PYTHONPATH=str(site), **{ENV: str(size)})
+        config = "targets = [" + ", ".join(json.dumps(leaf) for leaf in leaves(size)) + "]\n"
+        out.append(Case(f"synthetic {size}, {CONFIG}", size, (), (), env, config=config, printed=size <= print_up_to))
     return out
 
 
@@ -160,6 +189,8 @@ def median(samples: Sequence[Sample]) -> Sample:
 def measure(case: Case, bake_plan: str, buildx: Sequence[str], repeat: int, workdir: Path) -> Result:
     """Warm up once (and check both sides handle the same plan), then alternate A and B."""
     workdir.mkdir()
+    if case.config is not None:
+        (workdir / "bake-plan.toml").write_text(case.config, encoding="utf-8")
     plan_argv = [bake_plan, *case.plan_args, "--date", DATE, "-o", "docker-bake.hcl"]
     print_argv = [*buildx, "bake", "-f", "docker-bake.hcl", "--print", *case.print_targets]
 
@@ -168,6 +199,8 @@ def measure(case: Case, bake_plan: str, buildx: Sequence[str], repeat: int, work
     if planned.returncode != 0:
         raise RuntimeError(f"bake-plan failed for {case.label}:\n{planned.stderr}")
     targets = int(planned.stdout.split(" targets for ", 1)[0].rsplit(" ", 1)[-1])
+    if not case.printed:
+        return Result(case, targets, median([timed(plan_argv, workdir, case.env) for _ in range(repeat)]), None)
     printed = subprocess.run(print_argv, cwd=workdir, env=case.env, capture_output=True, text=True)
     if printed.returncode != 0:
         raise RuntimeError(f"buildx bake --print failed for {case.label}:\n{printed.stderr}")
@@ -211,16 +244,19 @@ def machine() -> Dict[str, str]:
 
 def checks(results: Sequence[Result]) -> List[Tuple[str, bool]]:
     """The targets this run can judge: (description with the measured value, met?)."""
-    by_stages = {r.case.stages: r for r in results if r.case.stages}
+    by_stages = {r.case.stages: r for r in results if r.case.stages and not r.case.from_config}
+    from_config = {r.case.stages: r for r in results if r.case.from_config}
     out = []
     upstream = next((r for r in results if r.case.label == "upstream-pax"), None)
-    if upstream:
-        out.append((f"upstream-pax: bake-plan ≤ buildx ({_ms(upstream.a.seconds)} vs {_ms(upstream.b.seconds)} ms)",
-                    upstream.a.seconds <= upstream.b.seconds))
+    if upstream and upstream.b:
+        out.append((f"upstream-pax: bake-plan ≤ {MAX_UPSTREAM_RATIO:g} × buildx ({_ms(upstream.a.seconds)} vs "
+                    f"{_ms(upstream.b.seconds)} ms, A/B {upstream.a.seconds / upstream.b.seconds:.2f})",
+                    upstream.a.seconds <= MAX_UPSTREAM_RATIO * upstream.b.seconds))
     large = by_stages.get(LARGE)
-    if large:
+    if large and large.b:
         out.append((f"{LARGE} stages: bake-plan ≤ buildx ({_ms(large.a.seconds)} vs {_ms(large.b.seconds)} ms)",
                     large.a.seconds <= large.b.seconds))
+    if large:
         out.append((f"{LARGE} stages in under {MAX_LARGE_SECONDS:g} s ({large.a.seconds:.2f} s)",
                     large.a.seconds < MAX_LARGE_SECONDS))
         out.append((f"{LARGE} stages: peak memory under {MAX_LARGE_RSS_MB:g} MB ({large.a.max_rss_mb:.0f} MB)",
@@ -229,6 +265,15 @@ def checks(results: Sequence[Result]) -> List[Tuple[str, bool]]:
         if small:
             growth = large.a.seconds / small.a.seconds
             out.append((f"time({LARGE}) / time({SMALL}) ≤ {MAX_GROWTH:g} ({growth:.1f})", growth <= MAX_GROWTH))
+    for how, sized in (("--target flags", by_stages), ("targets from bake-plan.toml", from_config)):
+        huge, large = sized.get(HUGE), sized.get(LARGE)
+        if huge and large:
+            growth = huge.a.seconds / large.a.seconds
+            out.append((f"{how}: time({HUGE}) / time({LARGE}) ≤ {MAX_HUGE_GROWTH:g} ({growth:.1f})",
+                        growth <= MAX_HUGE_GROWTH))
+        if huge:
+            out.append((f"{how}: {HUGE} stages, peak memory under {MAX_HUGE_RSS_MB:g} MB ({huge.a.max_rss_mb:.0f} MB)",
+                        huge.a.max_rss_mb < MAX_HUGE_RSS_MB))
     return out
 
 
@@ -241,16 +286,20 @@ HEADER = ("plan", "stages", "targets", "A: bake-plan ms", "B: buildx --print ms"
 
 
 def rows(results: Sequence[Result]) -> List[Tuple[str, ...]]:
-    """One table row per case; growth is A's time over the previous (smaller) synthetic size's."""
-    out, previous = [], None
+    """One table row per case; growth is A's time over the previous (smaller) synthetic size's with
+    its targets given the same way (flags, or the configuration); "—" where B did not run."""
+    out, previous = [], {}
     for r in results:
         growth = "—"
         if r.case.stages:
-            if previous is not None:
-                growth = f"×{r.a.seconds / previous.a.seconds:.1f} for ×{r.case.stages / previous.case.stages:g} stages"
-            previous = r
-        out.append((r.case.label, str(r.case.stages or "—"), str(r.targets), _ms(r.a.seconds), _ms(r.b.seconds),
-                    f"{r.a.seconds / r.b.seconds:.2f}", f"{r.a.max_rss_mb:.0f}", f"{r.b.max_rss_mb:.0f}", growth))
+            before = previous.get(r.case.from_config)
+            if before is not None:
+                growth = f"×{r.a.seconds / before.a.seconds:.1f} for ×{r.case.stages / before.case.stages:g} stages"
+            previous[r.case.from_config] = r
+        b = ((_ms(r.b.seconds), f"{r.a.seconds / r.b.seconds:.2f}", f"{r.b.max_rss_mb:.0f}") if r.b
+             else ("—", "—", "—"))
+        out.append((r.case.label, str(r.case.stages or "—"), str(r.targets), _ms(r.a.seconds), b[0], b[1],
+                    f"{r.a.max_rss_mb:.0f}", b[2], growth))
     return out
 
 
@@ -290,9 +339,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         site = Path(tmp) / "site"
         install_bench_plugin(site)
         results = []
-        for i, case in enumerate(cases(args.sizes, site, upstream=not args.no_upstream)):
+        for i, case in enumerate(cases(args.sizes, site, upstream=not args.no_upstream,
+                                       config_sizes=args.config_sizes, print_up_to=args.print_up_to)):
             results.append(measure(case, bake_plan, buildx, args.repeat, Path(tmp) / f"case-{i}"))
-            print(f"bench: {case.label}: A {_ms(results[-1].a.seconds)} ms, B {_ms(results[-1].b.seconds)} ms",
+            b = results[-1].b
+            print(f"bench: {case.label}: A {_ms(results[-1].a.seconds)} ms, B {_ms(b.seconds) + ' ms' if b else '—'}",
                   file=sys.stderr)
     import lock as lock_bench  # bench/lock.py, beside this script
 

@@ -27,7 +27,7 @@ import re
 import shlex
 import string
 from pathlib import Path
-from typing import Iterable, Sequence, Tuple, Union
+from typing import Iterable, Iterator, Optional, Sequence, Tuple, Union
 
 from bake.errors import BakePlanError
 from bake.owned import MARK
@@ -80,9 +80,39 @@ def to_json(plan: dict) -> str:
 
     :raises BakePlanError: a block or attribute name bake does not have (:func:`check_names`).
     """
+    return "".join(json_parts(plan))
+
+
+def json_parts(plan: dict) -> Iterator[str]:
+    """:func:`to_json`'s text in parts, a group or target at a time, each escaped only when it is
+    written (the escaped copy of the whole plan is never held). The same bytes as ``json.dumps``
+    of the whole, with ``indent=2``: each part is dumped alone and indented to its depth (a JSON
+    string holds no raw newline, so every newline of a part starts one of its lines).
+
+    :raises BakePlanError: (before the first part) a block or attribute name bake does not have.
+    """
     check_names(plan)
     header = {"//": f"{MARK} {__version__}. Do not edit; run bake-plan again."}
-    return json.dumps({**header, **_escape_tree(plan)}, indent=2, ensure_ascii=False) + "\n"
+    return _json_parts(header, plan)
+
+
+def _json_dumps(value, depth: int) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n" + "  " * depth)
+
+
+def _json_parts(header: dict, plan: dict) -> Iterator[str]:
+    for key, value in header.items():  # written as it is: bake-plan's own words
+        yield "{\n  " + _json_dumps(key, 0) + ": " + _json_dumps(value, 1)
+    for key, value in plan.items():
+        yield ",\n  " + _json_dumps(json_template(key), 0) + ": "
+        if key in PLAN_BLOCKS and isinstance(value, dict) and value:
+            for j, (name, block) in enumerate(value.items()):
+                yield (("{\n    " if j == 0 else ",\n    ") + _json_dumps(json_template(name), 0) + ": "
+                       + _json_dumps(_escape_tree(block), 2))
+            yield "\n  }"
+        else:
+            yield _json_dumps(_escape_tree(value), 1)
+    yield "\n}\n"
 
 
 _HCL_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -195,10 +225,18 @@ def to_hcl(plan: dict, template: Path, requested: Iterable[str],
     :raises KeyError: the template names a placeholder that does not exist.
     :raises BakePlanError: a block or attribute name bake does not have (:func:`check_names`).
     """
+    return "".join(hcl_parts(plan, template, requested, filename, environment))
+
+
+def hcl_parts(plan: dict, template: Path, requested: Iterable[str],
+              filename: Union[str, Sequence[str]] = "docker-bake.hcl",
+              environment: Sequence[Tuple[str, str]] = ()) -> Iterator[str]:
+    """:func:`to_hcl`'s text in parts, a block at a time, for writing without holding the whole
+    text (65 MB for 20,000 stages) or its blocks at once. The names, the header and the template
+    are checked before this returns, so the errors of :func:`to_hcl` come before any part.
+    """
     check_names(plan)
     files = [filename] if isinstance(filename, str) else list(filename)
-    groups = "\n".join(_hcl_block("group", n, g) for n, g in plan.get("group", {}).items())
-    targets = "\n".join(_hcl_block("target", n, t) for n, t in plan.get("target", {}).items())
     created = next(
         (t["labels"].get("org.opencontainers.image.created", "") for t in plan.get("target", {}).values() if "labels" in t),
         "",
@@ -207,7 +245,7 @@ def to_hcl(plan: dict, template: Path, requested: Iterable[str],
     def comment(text: str) -> str:  # keep user-controlled text on its comment line
         return " ".join(text.split())
 
-    return _PlanTemplate(template.read_text(encoding="utf-8")).substitute(
+    header = dict(
         version=__version__,
         # One shell word each (never through comment(), which would fold a path's own spaces).
         allow=" ".join(shell_word(f"--allow=fs.read={d}") for d in read_paths(plan)),
@@ -215,6 +253,26 @@ def to_hcl(plan: dict, template: Path, requested: Iterable[str],
         date=comment(created[:10]),
         environment=" ".join(f"{name}={shell_word(text)}" for name, text in environment) or "no setting",
         filename=" -f ".join(shell_word(f) for f in files),
-        groups=groups.rstrip("\n"),
-        targets=targets.rstrip("\n"),
     )
+    # The template cut at @groups and @targets (the blocks' places), the rest filled in now.
+    text, pieces, start = template.read_text(encoding="utf-8"), [], 0
+    for match in _PlanTemplate.pattern.finditer(text):
+        block = match.group("named") or match.group("braced")
+        if block in _BLOCK_PLACES:
+            pieces.append((_PlanTemplate(text[start:match.start()]).substitute(header), block))
+            start = match.end()
+    pieces.append((_PlanTemplate(text[start:]).substitute(header), None))
+    return _hcl_parts(plan, pieces)
+
+
+_BLOCK_PLACES = {"groups": "group", "targets": "target"}
+
+
+def _hcl_parts(plan: dict, pieces: Sequence[Tuple[str, Optional[str]]]) -> Iterator[str]:
+    for literal, place in pieces:
+        yield literal
+        if place is not None:
+            kind = _BLOCK_PLACES[place]
+            # The blocks one blank line apart, without the last one's newline.
+            for i, (name, attrs) in enumerate(plan.get(kind, {}).items()):
+                yield ("\n\n" if i else "") + _hcl_block(kind, name, attrs)[:-1]

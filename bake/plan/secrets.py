@@ -70,9 +70,13 @@ VALUE_PATTERNS: Tuple[Tuple[str, "re.Pattern[str]"], ...] = (
     ("a URL with a token as its user name", _URL_TOKEN_USER),
 )
 # One pass over a string first, as most strings match none of the token patterns; the URL
-# patterns (slow: they try every word boundary) only run on strings with "://" and "@".
-_ANY_TOKEN = re.compile("|".join(f"(?:{pattern.pattern})" for _, pattern in VALUE_PATTERNS
-                                 if pattern not in _URL_PATTERNS))
+# patterns (slow: they try every word boundary) only run on strings with "://" and "@". The
+# patterns that start at a word boundary share one "\b" (tested once per position, not once per
+# pattern: four times faster, issue 16), so it matches where one of them would.
+_TOKEN_PATTERNS = [pattern.pattern for _, pattern in VALUE_PATTERNS if pattern not in _URL_PATTERNS]
+_ANY_TOKEN = re.compile("|".join([f"(?:{p})" for p in _TOKEN_PATTERNS if not p.startswith(r"\b")]
+                                 + [r"\b(?:" + "|".join(f"(?:{p[2:]})" for p in _TOKEN_PATTERNS
+                                                        if p.startswith(r"\b")) + ")"]))
 """What a credential value looks like: (description, pattern searched anywhere in the string)."""
 
 SECRET_HINT = ("build secrets go through --secret id=NAME,env=VAR (or src=FILE) and "
