@@ -190,7 +190,8 @@ class Bench:
         return argv
 
     def run(self, argv: Sequence[str], bake_plan: bool) -> Run:
-        """One timed build; its progress log read for the layer sent, A's sitrep for the steps run."""
+        """One timed build; its progress log read for the layer sent, bake-plan's sitrep (the last
+        ``--sitrep-dir`` of ``argv``) for the steps run."""
         with tempfile.TemporaryFile(dir=self.tmp) as err:
             sample = timed(argv, self.work, self.env, stderr=err)
             err.seek(0)
@@ -199,7 +200,8 @@ class Bench:
             self.layer = wheelhouse_layer(self.work / "docker-bake.hcl")
         steps = None
         if bake_plan:
-            report = json.loads((self.tmp / "sitrep" / "sitrep.json").read_text())
+            sitrep_dir = argv[len(argv) - 1 - argv[::-1].index("--sitrep-dir") + 1]
+            report = json.loads((Path(sitrep_dir) / "sitrep.json").read_text())
             steps = sum(entry["steps_run"] or 0 for entry in report["targets"].values())
         return Run(sample, steps, bytes_sent(log, self.layer[0]))
 
@@ -208,7 +210,9 @@ class Bench:
         run needs none: it reads no cache)."""
         cold = kind == "cold"
         a_argv, b_argv = self.a_argv(cold), self.b_argv(cold)
-        c_argv = self.a_argv(cold, compare) if compare else None
+        # C writes its own plan (its stages' paths differ) and reports, in a directory of its own.
+        c_argv = [*self.a_argv(cold, compare), "-o", "compare-bake.hcl", "--sitrep-dir", str(self.tmp / "compare")] \
+            if compare else None
         if not cold:
             for argv in (a_argv, c_argv, b_argv):
                 if argv:
