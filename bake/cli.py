@@ -227,6 +227,8 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
                        help="fetch every base image anew instead of using the engine's copy "
                             "(default: on with --push; config key pull)")
     build.add_argument("--load", action="store_true", help="load the images into the engine's image store")
+    build.add_argument("--no-cache", action="store_true",
+                       help="run every step again: read no build cache (buildx bake --no-cache)")
     build.add_argument("--builder", help="buildx builder instance to use")
     build.add_argument("--metadata-file", metavar="FILE", help="where buildx writes per-target digests "
                                                "(default: bake-metadata.json in the sitrep directory)")

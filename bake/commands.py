@@ -137,7 +137,7 @@ def build(settings: Settings) -> int:
         plan_file = write_plan(settings, composition, _informing(settings, sys.stderr))
         argv = bake_argv(composition, Path(plan_file), metadata_file, push=settings.push, load=settings.load,
                          pull=settings.pull, builder=settings.builder, progress=settings.progress,
-                         buildx=buildx_version())
+                         buildx=buildx_version(), no_cache=settings.no_cache)
         metadata_file.parent.mkdir(parents=True, exist_ok=True)  # where buildx writes it: the command runs as printed
         print(command_line(argv))
         return 0
@@ -145,7 +145,7 @@ def build(settings: Settings) -> int:
     reports.prepare(Path(settings.output or DEFAULT_FILES[settings.format]))
     plan_file = write_plan(settings, composition, _informing(settings, sys.stdout))
     sitrep = run_build(composition, Path(plan_file), reports, push=settings.push, pull=settings.pull, load=settings.load,
-                       builder=settings.builder, known_secrets=[v for v in (s.value() for s in settings.secrets) if v],
+                       builder=settings.builder, no_cache=settings.no_cache, known_secrets=[v for v in (s.value() for s in settings.secrets) if v],
                        progress=settings.progress, trace=_tracing(settings))
     print(f"bake-plan: {sitrep['summary']}", file=sys.stdout if sitrep["outcome"] == "pass" else sys.stderr)
     if sitrep.get("interrupted"):

@@ -26,6 +26,7 @@ standard library and the installed project are needed (and buildx for B)::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -38,7 +39,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import IO, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_PACKAGE = ROOT / "bench" / "bake-plan-bench"
@@ -161,12 +162,13 @@ def cases(sizes: Sequence[int], site: Path, upstream: bool, config_sizes: Sequen
     return out
 
 
-def timed(argv: Sequence[str], cwd: Path, env: Dict[str, str]) -> Sample:
-    """Run ``argv`` once with its output discarded: wall time and the process's peak memory.
+def timed(argv: Sequence[str], cwd: Path, env: Dict[str, str], stderr: Optional[IO[bytes]] = None) -> Sample:
+    """Run ``argv`` once with its stdout discarded: wall time and the process's peak memory.
+    Its stderr goes to ``stderr`` when given (a file the caller reads after), else is dropped.
 
     :raises RuntimeError: the command failed (its stderr is in the message).
     """
-    with tempfile.TemporaryFile() as err:
+    with (contextlib.nullcontext(stderr) if stderr is not None else tempfile.TemporaryFile()) as err:
         start = time.perf_counter()
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=err)

@@ -26,6 +26,7 @@ import pytest
 from conftest import ROOT, console_script, hermetic_pip_env
 
 from bake.pip.wheelhouse import TOOLS
+from bake.run.progress import bytes_sent
 
 pytestmark = pytest.mark.engine
 
@@ -81,16 +82,6 @@ def _pins(lines) -> dict:
     return out
 
 
-def _transferred(log: str, layer: str) -> int:
-    """Bytes of the wheelhouse's layer blob (``sha256:<layer> N / M``) that a ``--progress=plain``
-    log shows sent to the engine, plus any ``transferring wheelhouse: N`` (a directory context);
-    0 when the engine had it already."""
-    units = {"B": 1, "kB": 1e3, "MB": 1e6, "GB": 1e9}
-    found = re.findall(rf"sha256:{layer} ([\d.]+)([kMG]?B) / ", log)
-    found += re.findall(r"transferring wheelhouse: ([\d.]+)([kMG]?B)", log)
-    return int(max([float(n) * units[u] for n, u in found], default=0))
-
-
 def test_jax_family_builds_offline_locked_from_the_wheelhouse(engine, cli, jax_site, jax_wheelhouse, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(jax_site))
     locks = tmp_path / "locks"
@@ -131,7 +122,7 @@ def test_jax_family_builds_offline_locked_from_the_wheelhouse(engine, cli, jax_s
                               "--progress=plain"], cwd=tmp_path, env=bx_env, capture_output=True, text=True,
                              timeout=600)
         assert run.returncode == 0, run.stderr[-3000:]
-        sent.append(_transferred(run.stderr, layer))
+        sent.append(bytes_sent(run.stderr, layer, context="wheelhouse"))
     print(json.dumps({"wheelhouse_bytes": size, "first_sent": sent[0], "second_sent": sent[1], "third_sent": sent[2]}))
     assert max(sent[1:]) < 0.01 * size, sent
 

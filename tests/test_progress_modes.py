@@ -176,9 +176,10 @@ def test_dry_run_writes_the_plan_prints_the_command_and_no_sitrep(cli, tmp_path)
     plan = (tmp_path / "docker-bake.hcl").read_text()
     assert "cache-from" in plan and "cache-to" not in plan
     pushed = cli("build", "--target", "base", "--config", "/dev/null", "--date", "2026-11-29", "--push", "--dry-run",
-                 "--progress", "quiet", "-o", "pushed.hcl", cwd=tmp_path)
+                 "--progress", "quiet", "-o", "pushed.hcl", "--no-cache", cwd=tmp_path)
     assert "cache-to" in (tmp_path / "pushed.hcl").read_text()
     assert " --progress quiet " in pushed.stdout and " --push " in pushed.stdout
+    assert " --no-cache " in pushed.stdout and "--no-cache" not in proc.stdout  # buildx reads no build cache
 
 
 def read_dirs(cwd):

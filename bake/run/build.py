@@ -143,16 +143,19 @@ def _appendable(path: str) -> None:
 
 def bake_argv(composition: Composition, plan_file: Path, metadata_file: Path, push: bool = False,
               load: bool = False, pull: bool = False, builder: Optional[str] = None,
-              progress: str = "rawjson", buildx: Optional[Tuple[int, int, int]] = None) -> List[str]:
+              progress: str = "rawjson", buildx: Optional[Tuple[int, int, int]] = None,
+              no_cache: bool = False) -> List[str]:
     """The arguments after ``docker`` that build the plan's ``default`` group
     (:func:`bake.run.engine.bake_command`), granting read access to exactly the paths the plan
     reads (:func:`bake.plan.render.read_paths`; not to a ``buildx`` version older than
     :data:`bake.run.engine.FS_ENTITLEMENTS`, which neither asks nor takes the flag; ``None``:
-    unknown, granted) and reading docker/metadata-action's files after the plan."""
+    unknown, granted) and reading docker/metadata-action's files after the plan; ``no_cache``: no
+    build cache read (``--no-cache``)."""
     grant = buildx is None or buildx[:2] >= engine.FS_ENTITLEMENTS
     return engine.bake_command(plan_file, [DEFAULT_GROUP], metadata_file, push=push, load=load, pull=pull,
                                builder=builder, extra_files=composition.bake_files,
-                               allow=read_paths(composition.plan) if grant else (), progress=progress)
+                               allow=read_paths(composition.plan) if grant else (), progress=progress,
+                               no_cache=no_cache)
 
 
 def console_mode(progress: str, terminal: bool) -> str:
@@ -169,6 +172,7 @@ def run_build(
     load: bool = False,
     builder: Optional[str] = None,
     pull: bool = False,
+    no_cache: bool = False,
     known_secrets: Sequence[str] = (),
     progress: str = "plain",
     trace: Optional[Callable[[str], None]] = None,
@@ -190,7 +194,7 @@ def run_build(
     ``plain`` plain-progress lines, ``quiet`` only errors, ``tty`` one live status line
     (:class:`bake.run.progress.LiveConsole`), ``rawjson`` buildx's JSON lines as they came
     (redacted), ``auto`` tty on a terminal, else plain. ``trace`` receives the buildx command line
-    before it runs (``-v``).
+    before it runs (``-v``); ``no_cache`` passes buildx's ``--no-cache`` (every step runs again).
 
     :returns: the sitrep; its ``outcome`` is ``pass``, ``fail``, or ``interrupted`` (and
         ``interrupted`` true) when Ctrl-C or SIGTERM stopped the build, also while build records
@@ -201,18 +205,19 @@ def run_build(
         cannot go through the engine's image store (nothing was built).
     :raises bake.errors.RunError: the build ran but a report could not be written.
     """
-    if not engine.engine_reachable():
+    facts = engine.engine_facts()  # one `docker info`: the engine answers, its buildx, its image store
+    if facts is None:
         host = os.environ.get("DOCKER_HOST", "the default socket")
         raise engine.EngineError(f"cannot reach a Docker engine at {host} (is dockerd running? is DOCKER_HOST right?)")
-    buildx = engine.buildx_version()
+    buildx = facts.buildx or engine.buildx_version()
     engine.require_buildx(composition.plan, buildx)
     if builder is not None:
         engine.check_builder(builder)
-    engine.require_attestation_store(composition.plan, load, builder)
+    engine.require_attestation_store(composition.plan, load, builder, facts)
     reports.drop_stale_metadata()
     built = composition.plan["group"][DEFAULT_GROUP]["targets"]
     argv = bake_argv(composition, plan_file, reports.metadata_file, push=push, load=load, pull=pull, builder=builder,
-                     buildx=buildx)
+                     buildx=buildx, no_cache=no_cache)
     if trace is not None:
         trace(engine.command_line(argv))
     mode = console_mode(progress, sys.stderr.isatty())
@@ -233,7 +238,10 @@ def run_build(
     label = f"{', '.join(composition.requested)} build"
     interrupted = run.interrupted
     try:
-        report = _sitrep(composition, label, run, engine.build_record, known_secrets,
+        # Every target's build record at once, not one `history inspect` after another.
+        refs = [run.metadata.get(name, {}).get("buildx.build.ref") for name in built]
+        records = engine.build_records([ref for ref in refs if ref])
+        report = _sitrep(composition, label, run, records.get, known_secrets,
                          engine.pushed_sizes if push else (lambda ref: {}))
     except KeyboardInterrupt:  # stopped while reading build records: report without durations
         interrupted = True

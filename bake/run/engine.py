@@ -93,10 +93,11 @@ def bake_command(
     extra_files: Sequence[str] = (),
     allow: Sequence[str] = (),
     progress: str = "rawjson",
+    no_cache: bool = False,
 ) -> List[str]:
     """The arguments after ``docker`` of ``docker buildx bake --file PLAN [--file EXTRA…]
     [--allow=fs.read=PATH…] --progress MODE --metadata-file F [--push] [--load] [--pull]
-    [--builder B] TARGETS``: what :func:`bake` runs, and what ``build --dry-run`` prints.
+    [--no-cache] [--builder B] TARGETS``: what :func:`bake` runs, and what ``build --dry-run`` prints.
 
     :param allow: the local paths the plan reads (:func:`bake.plan.render.read_paths`), each
         granted with ``--allow=fs.read=PATH`` (buildx 0.17+ asks before reading outside the
@@ -108,7 +109,8 @@ def bake_command(
         argv += ["--file", str(name)]
     argv += [f"--allow=fs.read={path}" for path in allow]
     argv += ["--progress", progress, "--metadata-file", str(metadata_file)]
-    argv += [flag for flag, wanted in (("--push", push), ("--load", load), ("--pull", pull)) if wanted]
+    argv += [flag for flag, wanted in (("--push", push), ("--load", load), ("--pull", pull), ("--no-cache", no_cache))
+             if wanted]
     if builder is not None:
         argv += ["--builder", builder]
     return argv + list(targets)
@@ -263,6 +265,75 @@ def build_record(ref: str) -> Optional[dict]:
         return None
 
 
+def build_records(refs: Sequence[str]) -> Dict[str, Optional[dict]]:
+    """:func:`build_record` of each ``buildx.build.ref``, for the price of one docker call: one
+    ``docker buildx history ls --format json`` lists the builder's records (BuildKit keeps its
+    latest 50 by default), each with the start and end :func:`build_record`'s ``Duration`` is the
+    difference of (``created_at``, ``completed_at``; the same nanoseconds). A ref the list does
+    not hold, or every ref when it fails (a buildx without ``history ls``), is asked with
+    :func:`build_record`, those side by side in threads.
+
+    :returns: ``{ref: record or None}`` for every ref given; a listed record has ``Duration`` (ns),
+        ``Status``, ``NumCompletedSteps`` and ``NumCachedSteps``, as :func:`build_record` gives them.
+    """
+    refs = list(dict.fromkeys(refs))
+    if not refs:
+        return {}
+    listed = _listed_records()
+    out = {ref: listed.get(ref.rsplit("/", 1)[-1]) for ref in refs}
+    missing = [ref for ref, record in out.items() if record is None]
+    if len(missing) == 1:
+        out[missing[0]] = build_record(missing[0])
+    elif missing:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(8, len(missing)), thread_name_prefix="bake-plan-history") as pool:
+            out.update(zip(missing, pool.map(build_record, missing)))
+    return out
+
+
+def _listed_records() -> Dict[str, dict]:
+    """``docker buildx history ls --format json`` (buildx 0.23+) as ``{build id: record}`` in
+    :func:`build_record`'s keys; empty when it cannot be listed."""
+    from python_on_whales import docker
+    from python_on_whales.utils import run
+
+    try:
+        out = run(docker.docker_cmd + ["buildx", "history", "ls", "--format", "json"])
+    except Exception:  # no history (old buildx, other driver), or no docker CLI
+        return {}
+    records = {}
+    for line in (out or "").splitlines():
+        try:
+            entry = json.loads(line)
+            started, completed = _nanoseconds(entry["created_at"]), _nanoseconds(entry["completed_at"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        if started is None or completed is None:  # still running: no duration yet
+            continue
+        records[str(entry.get("ref", "")).rsplit("/", 1)[-1]] = {
+            "Duration": completed - started, "Status": str(entry.get("status", "")).lower(),
+            "NumCompletedSteps": entry.get("completed_steps"), "NumCachedSteps": entry.get("cached_steps")}
+    return records
+
+
+_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
+
+
+def _nanoseconds(stamp: str) -> Optional[int]:
+    """An RFC 3339 time as whole nanoseconds since the epoch (exact, as Go keeps it); ``None``
+    for anything else or Go's zero time."""
+    from datetime import datetime, timezone
+
+    match = _RFC3339.match(stamp or "")
+    if match is None or stamp.startswith("0001-"):
+        return None
+    when = datetime.strptime(match[1], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
+    zone = match[3]
+    offset = 0 if zone == "Z" else (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60) * (1 if zone[0] == "+" else -1)
+    return (int(when.timestamp()) - offset) * 10**9 + int((match[2] or "").ljust(9, "0"))
+
+
 def repository_of(ref: str) -> str:
     """``host:port/path`` of ``host:port/path:tag@sha256:…`` (distribution/reference: a tag is after
     the last ``/``)."""
@@ -315,11 +386,53 @@ def buildx_version() -> Optional[Tuple[int, int, int]]:
         words = docker.buildx.version().split()
     except Exception:  # no buildx, no docker CLI: bake itself says so, in its own words
         return None
-    for word in words[1:2]:
-        match = re.match(r"v?(\d+)\.(\d+)\.(\d+)", word)
-        if match:
-            return int(match[1]), int(match[2]), int(match[3])
-    return None
+    return _version_of(words[1]) if len(words) > 1 else None
+
+
+def _version_of(word: Optional[str]) -> Optional[Tuple[int, int, int]]:
+    """``(major, minor, patch)`` of ``v0.13.1`` or ``0.29.1+ds1``; ``None`` for anything else."""
+    match = re.match(r"v?(\d+)\.(\d+)\.(\d+)", word or "")
+    return (int(match[1]), int(match[2]), int(match[3])) if match else None
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    """What one ``docker info`` tells a build before it starts (:func:`engine_facts`), so the
+    engine is asked once: it answers, which buildx the docker CLI runs, and its image store.
+
+    :param buildx: the buildx plugin's version from the docker CLI's own plugin list
+        (``ClientInfo.Plugins``: the plugin's metadata, the version ``docker buildx version``
+        prints, found the same way, ``$DOCKER_CONFIG/cli-plugins`` first), or ``None`` when the
+        list has no buildx (then ask :func:`buildx_version`).
+    :param store: the image store's ``driver-type`` (:data:`CONTAINERD_STORE` for the containerd
+        one), or ``None``.
+    :param storage_driver: the engine's storage driver (``overlay2``, ``overlayfs``), for messages.
+    """
+
+    buildx: Optional[Tuple[int, int, int]]
+    store: Optional[str]
+    storage_driver: Optional[str]
+
+
+def engine_facts() -> Optional[EngineFacts]:
+    """``docker info`` once (``DOCKER_HOST`` is honoured): :class:`EngineFacts`, or ``None`` when
+    the engine does not answer.
+
+    :raises EngineError: the docker CLI is missing.
+    """
+    from python_on_whales import DockerException, docker
+    from python_on_whales.client_config import ClientNotFoundError
+
+    try:
+        info = docker.info()
+    except (DockerException, FileNotFoundError):
+        return None
+    except ClientNotFoundError as err:
+        raise EngineError(f"the docker CLI was not found: {err}") from None
+    plugins = (info.client_info.plugins if info.client_info else None) or []
+    buildx = next((_version_of(p.version) for p in plugins if p.name == "buildx"), None)
+    return EngineFacts(buildx=buildx, store=dict(info.driver_status or []).get("driver-type"),
+                       storage_driver=info.driver)
 
 
 class BuildxTooOld(EngineError):
@@ -384,17 +497,11 @@ def _dotted(version: Sequence[int]) -> str:
 
 
 def engine_reachable() -> bool:
-    """True when ``docker info`` answers (``DOCKER_HOST`` is honoured)."""
-    from python_on_whales import DockerException, docker
-    from python_on_whales.client_config import ClientNotFoundError
+    """True when ``docker info`` answers (``DOCKER_HOST`` is honoured; :func:`engine_facts`).
 
-    try:
-        docker.info()
-        return True
-    except (DockerException, FileNotFoundError):
-        return False
-    except ClientNotFoundError as err:
-        raise EngineError(f"the docker CLI was not found: {err}") from None
+    :raises EngineError: the docker CLI is missing.
+    """
+    return engine_facts() is not None
 
 
 def check_builder(name: str) -> None:
@@ -422,13 +529,16 @@ CONTAINERD_STORE = "io.containerd.snapshotter.v1"
 image indexes and so attestation manifests (Docker docs, "containerd image store")."""
 
 
-def require_attestation_store(plan: dict, load: bool, builder: Optional[str]) -> None:
+def require_attestation_store(plan: dict, load: bool, builder: Optional[str],
+                              facts: Optional[EngineFacts] = None) -> None:
     """Stop before building when the plan attaches attestations (bake's ``attest``: ``--provenance``,
     ``--sbom``) and the images go through an engine image store that cannot hold them: the classic
     store (a graph driver such as overlay2) with ``--load``, or with the ``docker`` driver, which
     builds every image into it (buildx then fails with "Attestation is not supported for the docker
     driver"; a ``--load`` through another driver would drop them unsaid). The containerd image store
     keeps them.
+
+    ``facts``: the engine's :func:`engine_facts` when the caller has them (else asked here).
 
     :raises UsageError: one line naming the options, the store, and the ways out.
     """
@@ -437,15 +547,17 @@ def require_attestation_store(plan: dict, load: bool, builder: Optional[str]) ->
     from python_on_whales import DockerException, docker
 
     try:
-        info = docker.info()
-        store = dict(info.driver_status or []).get("driver-type")
+        facts = facts or engine_facts()
         driver = docker.buildx.inspect(builder).driver if not load else None
     except DockerException:  # the build itself says what is wrong, in buildx's words
         return
+    if facts is None:
+        return
+    store = facts.store
     if store == CONTAINERD_STORE or (not load and driver != "docker"):
         return
     how = "--load" if load else f"the docker driver of builder '{builder or 'default'}'"
-    raise UsageError(f"--provenance/--sbom: this engine's image store ({info.driver}) cannot hold attestations, "
+    raise UsageError(f"--provenance/--sbom: this engine's image store ({facts.storage_driver}) cannot hold attestations, "
                      f"and {how} puts the images there; turn on the containerd image store, or --push through "
                      "a docker-container builder (--builder)")
 

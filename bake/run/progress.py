@@ -444,6 +444,25 @@ def redact_raw(line: str, redact: Callable[[str], str]) -> str:
     return json.dumps(walk(status), separators=(",", ":")) + "\n"
 
 
+_SIZE_UNITS = {"B": 1, "kB": 1e3, "MB": 1e6, "GB": 1e9}
+
+
+def bytes_sent(log: str, blob: str, context: Optional[str] = None) -> int:
+    """Bytes of one blob a plain-progress log shows sent to the engine: the largest
+    ``sha256:<blob> N / M`` of its transfer (buildx's ``--progress=plain`` and this reader's
+    console write it alike: ``#7 sha256:… 177.32MB / 177.32MB done``), or of
+    ``transferring CONTEXT: N`` when ``context`` names a local directory context. 0 when the
+    engine had it already (no such line).
+
+    :param blob: the layer's digest, hex without ``sha256:``.
+    :returns: bytes, decimal units as buildx shows them (``kB`` = 1,000).
+    """
+    found = re.findall(rf"sha256:{re.escape(blob)} ([\d.]+)([kMG]?B) / ", log)
+    if context:
+        found += re.findall(rf"transferring {re.escape(context)}: ([\d.]+)([kMG]?B)", log)
+    return int(max([float(n) * _SIZE_UNITS[u] for n, u in found], default=0))
+
+
 def last_text_line(text: str) -> str:
     """The last line of buildx's stderr that is not a JSON status (``""`` when there is none)."""
     lines = [line for line in text.strip().splitlines() if line.strip() and not line.startswith("{")]

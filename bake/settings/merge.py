@@ -188,6 +188,7 @@ class Settings:
     dry_run: bool = False
     pull: bool = False
     load: bool = False
+    no_cache: bool = False
     builder: Optional[str] = None
     metadata_file: Optional[Path] = None
     sitrep_dir: Path = Path(".")
@@ -320,6 +321,7 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
         if flag("locks_dir") is not None else Path("locks"),
         sources=sources,
         push=bool(flag("push")), dry_run=bool(flag("dry_run")), pull=_pull(provenance["pull"].value, bool(flag("push"))), load=bool(flag("load")), builder=flag("builder"),
+        no_cache=bool(flag("no_cache")),
         metadata_file=Path(flag("metadata_file")) if flag("metadata_file") else None,
         sitrep_dir=values.sitrep_dir(flag("sitrep_dir")) if flag("sitrep_dir") is not None else Path("."),
         wave=flag("wave"), check=bool(flag("check")), python=values.python(flag("python")) if flag("python") is not None else None,
