@@ -28,17 +28,19 @@ def test_lock_bench_runs_once_on_the_tiny_family(tmp_path, python, shown):
     assert proc.returncode == 0, proc.stderr  # the warm-up also compared the lock with uv's output
     out = proc.stdout
     assert ("| lock | Python | cache | pins | A: bake-plan lock ms | P: pip-compile ms | U: uv pip compile ms "
-            "| A/U | A/P |") in out, out
+            "| F: bake-plan floor ms | A/U | (A − F)/U | A/P |") in out, out
     rows = {m.group(1): m for m in re.finditer(
         rf"^\| tiny family, 3 stages \| {shown} \| (warm|cold) \| (\d+) \| ({NUMBER}) \| ({NUMBER}) \| ({NUMBER}) "
-        rf"\| ({NUMBER}) \| ({NUMBER}) \|$", out, re.M)}
+        rf"\| ({NUMBER}) \| ({NUMBER}) \| (-?{NUMBER}) \| ({NUMBER}) \|$", out, re.M)}
     assert set(rows) == {"warm", "cold"}, out
     for row in rows.values():
         assert row.group(2) == "3"  # einops, opt-einsum, toolz: no dependencies of their own
-        a, p, u = (float(row.group(i)) for i in (3, 4, 5))
-        assert a > 0 and p > 0 and u > 0
+        a, p, u, f = (float(row.group(i)) for i in (3, 4, 5, 6))
+        assert a > 0 and p > 0 and u > 0 and f > 0
         # A/U from the unrounded times: within the rounding of the milliseconds shown
-        assert float(row.group(6)) == pytest.approx(a / u, abs=0.01 + (a / u) * (0.5 / u + 0.5 / a))
+        assert float(row.group(7)) == pytest.approx(a / u, abs=0.01 + (a / u) * (0.5 / u + 0.5 / a))
+        assert float(row.group(8)) == pytest.approx((a - f) / u, abs=0.01 + (1 + abs(a - f) / u) / u)
     for cache in ("warm", "cold"):
-        assert re.search(rf"^- (met|\*\*missed\*\*): lock \({python} Python\), {cache} cache: bake-plan ≤ 1\.1 × uv "
-                         rf"\({NUMBER} vs {NUMBER} ms, {NUMBER}\)$", out, re.M), out
+        assert re.search(rf"^- (met|\*\*missed\*\*): lock \({python} Python\), {cache} cache: the lock's own work "
+                         rf"≤ 1\.1 × uv \(A − F = {NUMBER} − {NUMBER} = -?{NUMBER} ms vs {NUMBER} ms, -?{NUMBER}; "
+                         rf"the whole process A/U is {NUMBER}\)$", out, re.M), out
