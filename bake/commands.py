@@ -145,8 +145,8 @@ def build(settings: Settings) -> int:
     reports.prepare(Path(settings.output or DEFAULT_FILES[settings.format]))
     plan_file = write_plan(settings, composition, _informing(settings, sys.stdout))
     sitrep = run_build(composition, Path(plan_file), reports, push=settings.push, pull=settings.pull, load=settings.load,
-                       builder=settings.builder, no_cache=settings.no_cache, known_secrets=[v for v in (s.value() for s in settings.secrets) if v],
-                       progress=settings.progress, trace=_tracing(settings))
+                       builder=settings.builder, known_secrets=[v for v in (s.value() for s in settings.secrets) if v],
+                       progress=settings.progress, trace=_tracing(settings), no_cache=settings.no_cache)
     print(f"bake-plan: {sitrep['summary']}", file=sys.stdout if sitrep["outcome"] == "pass" else sys.stderr)
     if sitrep.get("interrupted"):
         return 130

@@ -328,8 +328,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         wheelhouse_bytes = bench.layer[1]
     info["family"] = (f"{TARGET} of tests/packages/bake-plan-jaxfamily, 4 targets, linux/amd64, --load; its "
                       f"wheelhouse layer {wheelhouse_bytes / 1e6:.1f} MB")
-    info["runs"] = (f"{args.repeat} warm and {args.cold_repeat} cold (--no-cache) of A and of B, alternating, "
-                    "after one warm-up each; medians")
+    info["runs"] = (f"{args.repeat} warm (after one warm-up each) and {args.cold_repeat} cold (--no-cache) of A "
+                    f"and of B{' and C' if args.compare else ''}, alternating; medians")
     info["load average (1 min)"] = f"{load_before[0]:.2f} before, {load_after[0]:.2f} after"
     sys.stdout.write(report(rows, info, wheelhouse_bytes, args.markdown))
     return 1 if args.check and not all(ok for _, ok in checks(rows, wheelhouse_bytes)) else 0

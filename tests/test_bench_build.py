@@ -1,6 +1,6 @@
 """The build benchmark works against the test engine: one run at its smallest setting (one warm
-and one cold build of each side) gives a table of both, and its two facts about an unchanged
-rebuild hold: bake-plan's sitrep counts 0 Dockerfile steps run, and under 1 % of the wheelhouse
+build of each side after a warm-up; no cold build, which takes minutes for this family) gives its
+table, and its two facts about an unchanged rebuild hold: bake-plan's sitrep counts 0 Dockerfile steps run, and under 1 % of the wheelhouse
 is sent again. Timing targets are not asserted here: the script checks them itself
 (``--check``) on a full run, recorded in docs/benchmarks.md."""
 
@@ -24,7 +24,7 @@ NUMBER = r"\d+(?:\.\d+)?"
 def test_build_bench_runs_once_against_the_engine(engine, tmp_path):
     env = dict(os.environ, BAKE_PLAN_TEST_REGISTRY=engine.registry)
     env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "build.py"), "--repeat", "1", "--cold-repeat", "1",
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "build.py"), "--repeat", "1", "--cold-repeat", "0",
                            "--markdown"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
@@ -33,18 +33,16 @@ def test_build_bench_runs_once_against_the_engine(engine, tmp_path):
     rows = {m.group(1): m for m in re.finditer(
         rf"^\| (warm|cold) \| 1 \| ({NUMBER}) \| ({NUMBER}) \| ({NUMBER}) \| (-?\d+) \| (\d+) \| (\d+) \| ([\d, ]+) "
         rf"\| (\d+) B \(({NUMBER})%\) \|$", out, re.M)}
-    assert set(rows) == {"warm", "cold"}, out
+    assert set(rows) == {"warm"}, out
     for row in rows.values():
         assert float(row.group(2)) > 0 and float(row.group(3)) > 0
     # An unchanged rebuild: every step cached, the wheelhouse's layer not sent again.
     assert rows["warm"].group(8) == "0"
     assert float(rows["warm"].group(10)) < 1.0
-    # --no-cache runs the family's steps again.
-    assert int(rows["cold"].group(8).split(",")[0]) > 0
     assert "- met: warm: an unchanged rebuild runs 0 steps (steps run: 0)" in out
     assert re.search(r"^- met: warm: re-sends < 1% of the wheelhouse", out, re.M), out
     assert re.search(r"^- (met|\*\*missed\*\*): warm: bake-plan build ≤ 1.05 × buildx bake", out, re.M), out
-    assert re.search(r"^- (met|\*\*missed\*\*): cold: bake-plan build ≤ 1.05 × buildx bake", out, re.M), out
+    assert "- runs: 1 warm (after one warm-up each) and 0 cold (--no-cache) of A and of B, alternating; medians" in out
     assert "- bake-plan: bake-plan " in out and "- buildx: " in out and "- load average (1 min): " in out
 
 

@@ -267,11 +267,11 @@ def build_record(ref: str) -> Optional[dict]:
 
 def build_records(refs: Sequence[str]) -> Dict[str, Optional[dict]]:
     """:func:`build_record` of each ``buildx.build.ref``, for the price of one docker call: one
-    ``docker buildx history ls --format json`` lists the builder's records (BuildKit keeps its
-    latest 50 by default), each with the start and end :func:`build_record`'s ``Duration`` is the
-    difference of (``created_at``, ``completed_at``; the same nanoseconds). A ref the list does
-    not hold, or every ref when it fails (a buildx without ``history ls``), is asked with
-    :func:`build_record`, those side by side in threads.
+    ``docker buildx history ls --format json`` lists the current builder's records (BuildKit keeps
+    its latest 50 by default) with their start and end (``created_at``, ``completed_at``), whose
+    difference in nanoseconds is the ``Duration`` ``history inspect`` gives. A ref the list does
+    not hold (another builder's, an older one), or every ref when it fails (a buildx without
+    ``history ls``), is asked with :func:`build_record`, those side by side in threads.
 
     :returns: ``{ref: record or None}`` for every ref given; a listed record has ``Duration`` (ns),
         ``Status``, ``NumCompletedSteps`` and ``NumCachedSteps``, as :func:`build_record` gives them.
