@@ -66,11 +66,13 @@ def test_planning_imports_only_what_it_needs(tmp_path):
 
 def test_the_installed_entry_points_are_read_once_per_plan(monkeypatch, tmp_path):
     """Every distribution's ``entry_points.txt`` is read once (loading the plugins), not again to
-    check ``plugins.enable``/``disable`` when the configuration names none."""
+    check ``plugins.enable``/``disable`` when the configuration names none; and not at all while
+    the cache of the last scan holds (bake/plan/entrypoints.py)."""
     from importlib import metadata
 
     from bake.cli import main
 
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     calls = []
     scan = metadata.entry_points
     monkeypatch.setattr(metadata, "entry_points", lambda *a, **k: calls.append(1) or scan(*a, **k))
@@ -79,7 +81,70 @@ def test_the_installed_entry_points_are_read_once_per_plan(monkeypatch, tmp_path
     assert len(calls) == 1
     calls.clear()
     assert main(["--target", "jax", "-q", "-o", "plan.hcl", "--config", str(_config(tmp_path, 'disable = ["xla-ci"]'))]) == 0
-    assert len(calls) == 2  # the names, to check the configuration's, then loading
+    assert calls == []  # both from the cache the first plan wrote
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "another-cache"))
+    assert main(["--target", "jax", "-q", "-o", "plan.hcl"]) == 0
+    assert len(calls) == 1
+
+
+def _plan_imports(tmp_path, cache, pythonpath=()):
+    """Plan --target jax in a new process with ``cache`` as XDG_CACHE_HOME: (its stages, whether it
+    imported importlib.metadata)."""
+    env = dict(os.environ, XDG_CACHE_HOME=str(cache), PYTHONPATH=os.pathsep.join(map(str, pythonpath)))
+    code = ("import sys; from bake.cli import main; status = main(['stages']);"
+            "print('METADATA', 'importlib.metadata' in sys.modules, file=sys.stderr); sys.exit(status)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    stages = {line.split()[0] for line in proc.stdout.splitlines()[1:] if line.strip()}
+    return stages, "METADATA True" in proc.stderr
+
+
+def test_a_plugin_installed_or_removed_is_seen_by_the_next_run_despite_the_cache(tmp_path, make_plugin):
+    site = make_plugin("from bake import Stage, hookimpl\nfrom bake.resources import stage_dir\n"
+                       "@hookimpl\ndef bake_plan_stages():\n"
+                       "    return [Stage(name='cached-one', image='c', parent='jax', context=stage_dir('jax'))]\n",
+                       name="cached-one")
+    cache = tmp_path / "cache"
+    stages, scanned = _plan_imports(tmp_path, cache, [site])
+    assert "cached-one" in stages and scanned
+    assert _plan_imports(tmp_path, cache, [site]) == (stages, False)  # the cache holds: no scan
+    # pip install: a new *.dist-info directory beside the first (the directory's mtime changes)
+    module = site / "bake_plan_second.py"
+    module.write_text("from bake import Stage, hookimpl\nfrom bake.resources import stage_dir\n"
+                      "@hookimpl\ndef bake_plan_stages():\n"
+                      "    return [Stage(name='cached-two', image='c2', parent='jax', context=stage_dir('jax'))]\n")
+    dist = site / "bake_plan_second-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: bake-plan-second\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[bake_plan]\ncached-two = bake_plan_second\n")
+    stages, scanned = _plan_imports(tmp_path, cache, [site])
+    assert {"cached-one", "cached-two"} <= stages and scanned
+    # an entry point edited in place (same directory entries): its entry_points.txt is stamped
+    (dist / "entry_points.txt").write_text("[bake_plan]\n")
+    stages, scanned = _plan_imports(tmp_path, cache, [site])
+    assert "cached-two" not in stages and "cached-one" in stages and scanned
+    # another PYTHONPATH is another sys.path
+    stages, scanned = _plan_imports(tmp_path, cache)
+    assert "cached-one" not in stages and scanned
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"format": 1}', '{"format": 1, "stamp": [], "entry_points": [[1]]}',
+                                     '{"format": 99, "stamp": [], "entry_points": []}'])
+def test_a_broken_or_foreign_cache_file_means_a_scan(tmp_path, content):
+    cache = tmp_path / "cache"
+    stages, _ = _plan_imports(tmp_path, cache)
+    (written,) = (cache / "bake-plan").glob("entry-points-*.json")
+    written.write_text(content)
+    assert _plan_imports(tmp_path, cache) == (stages, True)
+    assert _plan_imports(tmp_path, cache) == (stages, False)  # written again by that scan
+
+
+def test_an_unwritable_cache_directory_is_no_error(tmp_path):
+    blocker = tmp_path / "cache"
+    blocker.write_text("a file where the cache directory would be")
+    stages, scanned = _plan_imports(tmp_path, blocker)
+    assert "jax" in stages and scanned
 
 
 def _config(where, plugins_line: str):

@@ -13,13 +13,12 @@ import re
 import sys
 import types
 import warnings
-from importlib import metadata
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import pluggy
 
 from bake.errors import PluginError, StageError
-from bake.plan import hookspecs
+from bake.plan import entrypoints, hookspecs
 from bake.plan.hookspecs import PROJECT
 from bake.plan.stage import ImageTest, Source, Stage
 from bake.plan.validate import validate
@@ -61,7 +60,7 @@ def get_plugin_manager(
             except KeyboardInterrupt:
                 raise
             except BaseException as err:  # a broken third-party package must not give a traceback
-                dist = _dist_name(ep) or "?"
+                dist = ep.dist or "?"
                 raise PluginError(
                     f"plugin '{ep.name}' (from {dist}, {ep.value}) failed to load: {type(err).__name__}: {err}"
                     f"{disable_hint(ep.name)}"
@@ -143,16 +142,8 @@ def entry_point_names(builtin_only: bool = False) -> List[str]:
     return [ep.name for ep in eps]
 
 
-def _dist_name(ep) -> Optional[str]:
-    return getattr(getattr(ep, "dist", None), "name", None)
-
-
 def _entry_points():
-    eps = metadata.entry_points()
-    selected = eps.select(group=PROJECT) if hasattr(eps, "select") else eps.get(PROJECT, [])
-    # One entry per name, sorted, so the load order (and so hook order) does not depend on sys.path.
-    unique = {ep.name: ep for ep in selected}
-    return [unique[name] for name in sorted(unique)]
+    return entrypoints.entry_points()
 
 
 def _register(pm: pluggy.PluginManager, plugin: object, name: Optional[str]) -> None:
