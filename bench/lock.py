@@ -22,8 +22,8 @@ its ``# bake-plan`` header, is byte for byte U's output, and has P's pins.
 F (``bake-plan graph --target …``, in the same rotation) is bake-plan's floor: what any bake-plan
 command costs before its own work (about 0.1 s: a Python interpreter, the imports, the plugins and
 the chain). uv resolves this family from local wheels in tens of milliseconds, less than F, so
-no Python program can take ≤ 1.1 × uv as a whole; the check is on the lock's own work,
-A − F ≤ 1.1 × U (the lock at resolver speed), and the report shows A/U as well.
+a Python program cannot take ≤ 1.1 × uv as a whole (the issue's target, checked and missed),
+and the report checks the lock's own work as well: A − F ≤ 1.1 × U (the lock at resolver speed).
 
 Standalone (``bench/run.py`` calls :func:`measure`, :func:`report` and :func:`checks` too)::
 
@@ -51,7 +51,8 @@ CACHE_ROOT = Path(os.environ.get("BAKE_PLAN_BENCH_CACHE")
 """Where the downloaded wheels are kept between runs: ``$BAKE_PLAN_BENCH_CACHE``, else
 ``~/.cache/bake-plan-bench``."""
 MAX_RATIO = 1.1
-"""docs/benchmarks.md: the lock's own work (A − F) takes at most 1.1 × ``uv pip compile``, warm and cold."""
+"""docs/benchmarks.md: ``bake-plan lock`` takes at most 1.1 × ``uv pip compile`` (A, and its own work
+A − F), warm and cold."""
 SIDES = ("bake-plan lock", "pip-compile", "uv pip compile", "bake-plan floor")
 """A, P, U and F: F is ``bake-plan graph`` of the same target, a new process that does what A does
 before it resolves (interpreter, imports, plugins, the chain) and nothing else."""
@@ -224,14 +225,18 @@ def _ms(seconds: float) -> str:
 
 
 def checks(results: Sequence[LockResult]) -> List[Tuple[str, bool]]:
-    """The lock's own work ≤ :data:`MAX_RATIO` × uv, per cache state: A − F ≤ 1.1 × U
+    """Per cache state, the issue's target, ``bake-plan lock`` ≤ :data:`MAX_RATIO` × uv as a whole
+    (A ≤ 1.1 × U), and the lock's own work at resolver speed (A − F ≤ 1.1 × U):
     (description with the values, met?)."""
     out = []
     for r in results:
         a, u, f = r.medians[SIDES[0]], r.medians[SIDES[2]], r.medians[SIDES[3]]
-        out.append((f"lock ({r.python} Python), {r.cache} cache: the lock's own work ≤ {MAX_RATIO:g} × uv "
-                    f"(A − F = {_ms(a)} − {_ms(f)} = {_ms(a - f)} ms vs {_ms(u)} ms, {(a - f) / u:.2f}; "
-                    f"the whole process A/U is {a / u:.2f})", a - f <= MAX_RATIO * u))
+        where = f"lock ({r.python} Python), {r.cache} cache"
+        out.append((f"{where}: bake-plan ≤ {MAX_RATIO:g} × uv ({_ms(a)} vs {_ms(u)} ms, {a / u:.2f})",
+                    a <= MAX_RATIO * u))
+        out.append((f"{where}: the lock's own work ≤ {MAX_RATIO:g} × uv "
+                    f"(A − F = {_ms(a)} − {_ms(f)} = {_ms(a - f)} ms vs {_ms(u)} ms, {(a - f) / u:.2f})",
+                    a - f <= MAX_RATIO * u))
     return out
 
 
