@@ -293,4 +293,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except (OSError, RuntimeError) as err:  # a side that cannot run or failed: its words, no traceback
+        sys.exit(f"bench: {err}")

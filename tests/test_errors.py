@@ -151,6 +151,10 @@ def test_from_registry_without_a_digest(cli, tmp_path):
 def test_build_to_stdout(cli, tmp_path):
     assert_one_line_error(cli("build", "--target", "jax", "-o", "-", cwd=tmp_path), "-o - is for `bake-plan plan`",
                           cwd=tmp_path)
+    # nor to a device buildx cannot read the plan back from (a plan may be written there)
+    assert_one_line_error(cli("build", "--target", "jax", "-o", os.devnull, cwd=tmp_path),
+                          f"build needs a plan file: -o {os.devnull} is not a regular file", cwd=tmp_path)
+    assert cli("--target", "jax", "-o", os.devnull, cwd=tmp_path).returncode == 0
 
 
 # --- where the plan and reports go ------------------------------------------------------------
@@ -433,6 +437,23 @@ def bake_plan_adjust_target(name, target):
     proc = cli("--target", "jax", cwd=tmp_path, pythonpath=[site])
     assert_one_line_error(proc, "stage 'jax', target 'jax', context: PosixPath", "is not a string, number or boolean",
                           cwd=tmp_path)
+
+
+@pytest.mark.parametrize("value, needle", [("5", "int 5 is not a string"),
+                                           ("float('nan')", "float nan is not a string")],
+                         ids=["int", "nan"])
+def test_adjust_target_adding_a_bad_arg_is_blamed_on_that_plugin(cli, make_plugin, tmp_path, value, needle):
+    """The value one plugin adds to another plugin's target names the plugin that added it (issue 16's
+    new-user pass: a wrong type in args was blamed on the stage's own plugin)."""
+    site = make_plugin(f"""
+from bake import hookimpl
+@hookimpl
+def bake_plan_adjust_target(name, target):
+    if name == "jax":
+        target.setdefault("args", {{}})["X_ADDED"] = {value}
+""", name="adder")
+    proc = cli("--target", "jax", cwd=tmp_path, pythonpath=[site])
+    assert_one_line_error(proc, "plugin 'adder', stage 'jax', target 'jax', args", "X_ADDED", needle, cwd=tmp_path)
 
 
 @pytest.mark.parametrize("value, needle", [

@@ -210,6 +210,22 @@ def test_a_requirement_no_index_has_names_its_stage(lock_cli, tmp_path):
             "versions that exist: 1.0, locking 'lt-missing'") in first, proc.stderr
 
 
+def test_the_versions_hint_asks_the_index_uv_asked_not_pips_configuration(lock_cli, wheels, tmp_path):
+    """uv reads no pip configuration: the "versions that exist" hint (``pip index versions``) must
+    not find versions through ``PIP_FIND_LINKS`` or a pip.conf when uv was told ``--no-index``."""
+    house, _ = wheels
+    conf = tmp_path / "pip.conf"
+    conf.write_text(f"[global]\nfind-links = {house}\n")
+    proc = lock_cli("lock", "--target", "lt-missing", "--no-index", cwd=tmp_path, index=False,
+                    extra_env={"PIP_FIND_LINKS": str(house), "PIP_CONFIG_FILE": str(conf)})
+    assert proc.returncode == 1
+    first = next(row for row in proc.stderr.splitlines() if row.startswith("bake-plan: error:"))
+    # uv stops at the first project it cannot find (beta, of the parent stage); pip, with the
+    # configuration uv ignores, would have listed the house's versions of it
+    assert "no distribution found for beta (stage 'lt-a' (plugin 'locktest') asks for it: beta); " \
+        "versions that exist: none, locking 'lt-missing'" in first, first
+
+
 def test_a_one_target_stage_has_nothing_to_lock(lock_cli, tmp_path):
     proc = lock_cli("lock", "--target", "xla-ci", cwd=tmp_path)
     assert proc.returncode == 2

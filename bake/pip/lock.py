@@ -507,10 +507,16 @@ def _askers(lines: Sequence[Line], project: str) -> str:
 
 
 def _versions(project: str, pip_args: Sequence[str]) -> str:
-    """The versions of ``project`` the index options see (``pip index versions``), or ``""``."""
+    """The versions of ``project`` the index options see (``pip index versions``), or ``""``.
+
+    pip is asked with the index options uv was given and nothing else: uv reads neither pip's
+    configuration files nor ``PIP_*`` variables, so pip is kept from them too (``PIP_CONFIG_FILE``
+    set to ``os.devnull`` loads no configuration file), or the versions would be another index's."""
     argv = [sys.executable, "-m", "pip", "index", "versions", reqs.project_name(project) or project, *pip_args]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env["PIP_CONFIG_FILE"] = os.devnull
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, env=env)
     except (OSError, subprocess.SubprocessError):
         return ""
     found = re.search(r"Available versions: (.+)", proc.stdout)

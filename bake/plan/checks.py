@@ -297,7 +297,11 @@ def _explain(where: Callable[..., str], attr: str, kind: str, value) -> None:
 
     :raises PluginError: the type is wrong. :raises StageError: a tag, platform or context is.
     """
-    _check_shape(where(attr), attr, value)
+    if isinstance(value, dict):  # by key: a plugin that added one entry is named for it
+        for k, v in value.items():
+            _check_shape(where(attr, k if isinstance(k, str) else None), attr, {k: v})
+    else:
+        _check_shape(where(attr), attr, value)
 
     def fail(msg: str, key: Optional[str] = None, sub: str = "", cls=PluginError):
         return cls(f"{where(attr, key)}, {attr}{sub}: {msg}")

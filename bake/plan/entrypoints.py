@@ -92,8 +92,10 @@ def _scan() -> List[EntryPoint]:
 
 
 def _cache_file() -> Optional[str]:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    if not os.path.isabs(base):
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):  # the XDG spec: a relative path is invalid and ignored
+        base = os.path.join(os.path.expanduser("~"), ".cache")
+    if not os.path.isabs(base):  # no home directory to speak of
         return None
     interpreter = f"{zlib.crc32(os.fsencode(sys.executable)):08x}"  # one file per interpreter (venv)
     return os.path.join(base, "bake-plan", f"entry-points-{interpreter}.json")

@@ -254,6 +254,10 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
         sources = values.existing_file(environ[ENV_SOURCES], f"env {ENV_SOURCES}", "the sources manifest")
     if command == "build" and flag("output") == "-":
         raise UsageError("build needs a plan file: -o - is for `bake-plan plan`")
+    if command == "build" and flag("output") and os.path.exists(flag("output")) \
+            and not os.path.isdir(flag("output")) and not os.path.isfile(flag("output")):
+        # buildx reads the plan back from this path: a device or a pipe gives it nothing to read
+        raise UsageError(f"build needs a plan file: -o {flag('output')} is not a regular file")
     file = load(flag("config"))
     provenance = _merge(file, given, environ)
     _disable_from_environment(provenance, environ)
