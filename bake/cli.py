@@ -410,8 +410,10 @@ _FOLD = "\0"  # no command-line word holds a NUL (argv entries are C strings): t
 
 
 def fold_targets(argv: Sequence[str]) -> Tuple[List[str], bool]:
-    """Each run of ``--target V`` / ``-t V`` / ``--target=V`` (one after another) of a command that
-    takes ``--target`` as one ``--target=V1<NUL>V2…`` word in its place, and whether any was folded.
+    """Each run of ``--target V`` / ``-t V`` / ``--target=V`` / ``-tV`` / ``-t=V`` (one after another)
+    of a command that takes ``--target`` as one ``--target=V1<NUL>V2…`` word in its place, and
+    whether any was folded. Only runs: a word moved past another option's would change what that
+    option reads as its value (``--platform --target=x y``).
 
     argparse's loop over a command line looks for the next option once per option (and copies an
     ``append`` list once per value): quadratic in the number of option strings, 10 s of CPU for the 15,000
@@ -437,6 +439,8 @@ def fold_targets(argv: Sequence[str]) -> Tuple[List[str], bool]:
             value, step = argv[i + 1], 2
         elif word.startswith("--target="):
             value = word[len("--target="):]
+        elif word.startswith("-t") and len(word) > 2:  # argparse's attached short forms: -tV, -t=V
+            value = word[3:] if word[2] == "=" else word[2:]
         if value is None or _FOLD in value:
             out.append(word)
             run = None

@@ -82,10 +82,10 @@ def test_thousands_of_targets_become_one_word_and_split_back_in_order():
 
 
 def test_runs_are_folded_in_place_so_the_order_is_kept():
-    # -t=b is left to argparse (not folded), so the runs on either side stay apart
-    argv = ["plan", "--target", "a", "--target", "c", "-t=b", "-t", "d", "--target=e"]
-    assert fold_targets(argv)[0] == ["plan", "--target=a\0c", "-t=b", "--target=d\0e"]
-    assert parse_args(argv[1:]).target == ["a", "c", "b", "d", "e"]
+    # argparse reads -t=b and -tb as -t b: in a run too; -v between runs keeps them apart
+    argv = ["plan", "--target", "a", "--target", "c", "-t=b", "-tf", "-v", "-t", "d", "--target=e"]
+    assert fold_targets(argv)[0] == ["plan", "--target=a\0c\0b\0f", "-v", "--target=d\0e"]
+    assert parse_args(argv[1:]).target == ["a", "c", "b", "f", "d", "e"]
 
 
 def test_the_commands_that_fold_are_the_ones_with_a_target_option():
