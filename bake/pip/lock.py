@@ -62,7 +62,6 @@ from bake.errors import LockConflict, LockError, OutputError, UsageError
 from bake.output import write_atomic
 from bake.owned import kind_of, not_ours, own_directory
 from bake.pip import requirements as reqs
-from bake.pip.lockfiles import check_lock_names, lock_file_names  # noqa: F401 (their home before)
 from bake.plan.compose import Composition
 from bake.plan.names import arch_of, target_name
 from bake.plan.stage import Stage
@@ -313,9 +312,9 @@ def compile_lock(spec: LockSpec, pip_args: Sequence[str] = (), target: Optional[
     :param target: default: bake-plan's own interpreter.
     :raises LockConflict: the stages' requirements conflict (each named with stage and plugin).
     :raises LockError: uv failed otherwise (e.g. a requirement no index has).
-    :raises UsageError: a declared host path does not exist.
+
+    The host paths are checked before (:func:`check_host_paths`, by :func:`resolve_all`).
     """
-    check_host_paths(spec)
     target = target or Target(_own_version(), interpreter=sys.executable)
     host_lines = [line for line in spec.lines if line.host is not None]
     if not host_lines:
@@ -336,10 +335,8 @@ def check_host_paths(spec: LockSpec) -> None:
 def lock_text(spec: LockSpec, body: str, target: Target) -> str:
     """The whole lock: the ``# bake-plan`` header (with the Python, the uv platform when resolved
     for one, and ``resolver: uv``), the index options the stages wrote, then ``body``."""
-    text = header(spec, target.python)
-    if target.platform:
-        text = _with_head(text, "python-platform", target.platform)
-    text = _with_head(text, "resolver", "uv")
+    resolved = ([("python-platform", target.platform)] if target.platform else []) + [("resolver", "uv")]
+    text = header(spec, target.python) + "".join(f"{HEADER}{key}: {value}\n" for key, value in resolved)
     options = dict.fromkeys(line.text.strip() for line in spec.lines if reqs.is_index_option(line.text))
     return text + "".join(o + "\n" for o in options) + body
 
@@ -382,19 +379,6 @@ def resolve_all(specs: Sequence[LockSpec], pip_args: Sequence[str] = (),
             out += [(spec.for_platform(p), lock_text(spec.for_platform(p), mine[p], by_platform[p]))
                     for p in spec.platforms]
     return out
-
-
-def resolve(spec: LockSpec, pip_args: Sequence[str] = (), python: Optional[str] = None) -> List[Tuple[LockSpec, str]]:
-    """The locks for one ``spec`` (:func:`resolve_all`)."""
-    return resolve_all([spec], pip_args, python)
-
-
-def _with_head(text: str, *pairs: str) -> str:
-    """``text`` with ``# bake-plan <key>: <value>`` lines added after its header."""
-    lines = text.splitlines(keepends=True)
-    at = next((i for i, line in enumerate(lines) if not line.startswith(HEADER)), len(lines))
-    extra = [f"{HEADER}{k}: {v}\n" for k, v in zip(pairs[::2], pairs[1::2])]
-    return "".join(lines[:at] + extra + lines[at:])
 
 
 def header(spec: LockSpec, version: Optional[str]) -> str:
