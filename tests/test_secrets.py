@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from test_errors import STAGE_IMPORTS, assert_one_line_error
 
 from bake.plan.secrets import credential_name, credential_value, parse_secret, redact
@@ -188,3 +190,19 @@ def test_buildx_secret_forms_are_accepted(tmp_path):
     assert parse_secret("type=env,id=GH_TOKEN").to_bake() == "id=GH_TOKEN,env=GH_TOKEN"
     assert parse_secret(f"type=file,id=f,source={tmp_path}/f").to_bake() == f"id=f,src={tmp_path}/f"
     assert parse_secret("id=t,env=GH_TOKEN").to_bake() == "id=t,env=GH_TOKEN"
+
+
+_PLAN_NODES = st.recursive(
+    st.text(max_size=3) | st.integers() | st.booleans() | st.none(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=2) | st.integers(), inner, max_size=3),
+    max_leaves=12)
+
+
+@given(_PLAN_NODES)
+def test_strings_in_is_walk_strings_without_the_paths(node):
+    """The checks read a target's strings through strings_in, and walk_strings only to name an
+    error: the two must see the same strings in the same order (empty keys and non-string keys
+    included), or a string would go unchecked."""
+    from bake.plan.secrets import strings_in, walk_strings
+
+    assert strings_in(node) == [text for _, text in walk_strings(node)]

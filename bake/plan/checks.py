@@ -27,7 +27,7 @@ import math
 import os.path
 import re
 import unicodedata
-from typing import AbstractSet, Callable, List, Mapping, Optional, Sequence, Tuple
+from typing import AbstractSet, Callable, Mapping, Optional, Sequence, Tuple
 
 from bake.errors import PluginError, StageError, did_you_mean
 from bake.plan.names import ARG_NAME, check_platform, check_reference
@@ -35,6 +35,7 @@ from bake.plan.secrets import (
     SECRET_HINT,
     credential_name,
     credential_value,
+    strings_in,
     walk_strings,
 )
 from bake.plan.stage import Stage
@@ -213,28 +214,6 @@ def _check_target(stage: Stage, name: str, target: dict, culprit: Culprit, not_s
         if what:
             attr, key = _path_parts(path)
             raise StageError(f"{where(attr, key)}, {path}: the value looks like {what}; {SECRET_HINT}")
-
-
-def strings_in(node) -> List[str]:
-    """The strings :func:`bake.plan.secrets.walk_strings` yields for ``node``, in its order,
-    without their paths (the keys of nested mappings included, a top mapping's own keys not)."""
-    out: List[str] = []
-    _strings(node, True, out)
-    return out
-
-
-def _strings(node, top: bool, out: List[str]) -> None:
-    if isinstance(node, str):
-        out.append(node)
-    elif isinstance(node, dict):
-        for key, value in node.items():
-            if isinstance(key, str):
-                if not top:
-                    out.append(key)
-                _strings(value, top and not key, out)  # walk_strings' path is still empty under key ""
-    elif isinstance(node, list):
-        for value in node:
-            _strings(value, False, out)
 
 
 _PATH = re.compile(r"([^\[ ]+)(?:\[('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\]| key ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"))?")

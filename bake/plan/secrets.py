@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping, Optional, Tuple
+from typing import Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from bake.plan.text import line_fault, printable
 
@@ -254,6 +254,29 @@ def walk_strings(node, path: str = "") -> Iterator[Tuple[str, str]]:
     elif isinstance(node, list):
         for i, value in enumerate(node):
             yield from walk_strings(value, f"{path}[{i}]")
+
+
+def strings_in(node) -> List[str]:
+    """The strings :func:`walk_strings` yields for ``node``, in its order, without their paths
+    (the keys of nested mappings included, a top mapping's own keys not): making a path per string
+    is most of the cost of checking a large plan, which needs the paths only to name an error."""
+    out: List[str] = []
+    _strings(node, True, out)
+    return out
+
+
+def _strings(node, top: bool, out: List[str]) -> None:
+    if isinstance(node, str):
+        out.append(node)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            if isinstance(key, str):
+                if not top:
+                    out.append(key)
+                _strings(value, top and not key, out)  # walk_strings' path is still empty under key ""
+    elif isinstance(node, list):
+        for value in node:
+            _strings(value, False, out)
 
 
 def find_secret_values(plan: dict, specs: Iterable[SecretSpec],
