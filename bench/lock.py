@@ -40,9 +40,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+from run import timed  # bench/run.py, beside this script: the one timer of the benchmarks
 
 ROOT = Path(__file__).resolve().parent.parent
 FAMILY_PACKAGE = ROOT / "bench" / "bake-plan-lockbench"
@@ -143,16 +144,6 @@ def commands(bake_plan: str, target: str, ins: Sequence[str], house: Path, pytho
     return out
 
 
-def _timed(argv: Sequence[str], cwd: Path, env: Dict[str, str]) -> float:
-    start = time.perf_counter()
-    proc = subprocess.run(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True)
-    seconds = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv[:4])} … failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
-    return seconds
-
-
 def _pins(text: str) -> List[str]:
     return sorted(row for row in text.splitlines() if row and not row[0].isspace() and not row.startswith(("#", "-")))
 
@@ -202,7 +193,7 @@ def measure(bake_plan: str, repeat: int, set_name: str = "jax", python: str = "i
         argv = commands(bake_plan, list(lines)[-1], ins, house, python, other)
         warm_env = _environment(site, set_name, python, root / "warm")
         for side in argv:  # warm-up: fills the warm caches
-            _timed(argv[side], work, warm_env)
+            timed(argv[side], work, warm_env)
         pins = _same_outputs(work, list(lines)[-1])
         results = []
         for cache in ("warm", "cold"):
@@ -211,7 +202,7 @@ def measure(bake_plan: str, repeat: int, set_name: str = "jax", python: str = "i
                 for side in argv:
                     caches = root / "cold"  # made afresh for every cold run
                     env = warm_env if cache == "warm" else _environment(site, set_name, python, caches)
-                    runs[side].append(_timed(argv[side], work, env))
+                    runs[side].append(timed(argv[side], work, env).seconds)
                     shutil.rmtree(caches, ignore_errors=True)
             results.append(LockResult(set_name, python, cache, pins,
                                       {s: statistics.median(t) for s, t in runs.items()}))
