@@ -129,15 +129,16 @@ def build(settings: Settings) -> int:
     build nothing and leave the reports alone (only the metadata file's directory is made).
     :returns: 0 every target built, 1 a target failed, 130 interrupted."""
     from bake.run.build import Reports, bake_argv, run_build
-    from bake.run.engine import buildx_version, command_line
+    from bake.run.engine import EngineProbe, command_line
 
+    probe = EngineProbe()  # `docker info` answers while the plugins load and the plan is made
     composition = compose(settings)
     metadata_file = settings.metadata_file or settings.sitrep_dir / "bake-metadata.json"
     if settings.dry_run:
         plan_file = write_plan(settings, composition, _informing(settings, sys.stderr))
         argv = bake_argv(composition, Path(plan_file), metadata_file, push=settings.push, load=settings.load,
                          pull=settings.pull, builder=settings.builder, progress=settings.progress,
-                         buildx=buildx_version(), no_cache=settings.no_cache)
+                         buildx=probe.buildx(), no_cache=settings.no_cache)
         metadata_file.parent.mkdir(parents=True, exist_ok=True)  # where buildx writes it: the command runs as printed
         print(command_line(argv))
         return 0
@@ -146,7 +147,8 @@ def build(settings: Settings) -> int:
     plan_file = write_plan(settings, composition, _informing(settings, sys.stdout))
     sitrep = run_build(composition, Path(plan_file), reports, push=settings.push, pull=settings.pull, load=settings.load,
                        builder=settings.builder, known_secrets=[v for v in (s.value() for s in settings.secrets) if v],
-                       progress=settings.progress, trace=_tracing(settings), no_cache=settings.no_cache)
+                       progress=settings.progress, trace=_tracing(settings), no_cache=settings.no_cache,
+                       probe=probe)
     print(f"bake-plan: {sitrep['summary']}", file=sys.stdout if sitrep["outcome"] == "pass" else sys.stderr)
     if sitrep.get("interrupted"):
         return 130

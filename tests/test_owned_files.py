@@ -198,7 +198,7 @@ def test_reports_bake_plan_wrote_are_removed_and_a_changed_one_is_kept(tmp_path)
     reports = Reports(sitrep, sitrep / "bake-metadata.json", None)
     reports.prepare(tmp_path / "plan.hcl")
     plan = {"group": {"default": {"targets": []}}, "target": {}}
-    reports.write(make_sitrep(plan, "x build", 0, [], {}, lambda ref: None))
+    reports.write(make_sitrep(plan, "x build", 0, [], {}, {}))
     assert {p.name for p in sitrep.iterdir()} == {".bake-plan-written.json", "sitrep.json", "badge.json", "sitrep.md"}
     reports.prepare(tmp_path / "plan.hcl")  # the next run takes them away: bake-plan wrote them
     assert {p.name for p in sitrep.iterdir()} == {".bake-plan-written.json"}

@@ -65,7 +65,7 @@ def _read(lines, plan=None, sole_target=None):
 
 def _report(lines, returncode=1):
     progress, _ = _read(lines)
-    sitrep = make_sitrep(_plan(), "tf-broken build", returncode, progress.failed(), {}, lambda ref: None,
+    sitrep = make_sitrep(_plan(), "tf-broken build", returncode, progress.failed(), {}, {},
                          error=progress.last_error, failed_steps=progress.failed_steps(), exported=progress.exported(),
                          steps=progress.steps())
     return {name: t["outcome"] for name, t in sitrep["targets"].items()}, sitrep
@@ -233,3 +233,27 @@ def test_buildx_0_13_writes_each_status_over_many_lines():
     assert progress.steps() == {"tf-root": {"cached": 1, "run": 0}}
     assert [line for line in shown.splitlines() if line] == [
         "#1 [tf-root final 1/1] RUN true", "#1 CACHED", "ERROR: failed to solve: something"]
+
+
+def test_each_targets_duration_spans_every_vertex_reported_under_its_name():
+    """A target's build lasts from the first vertex reported under its name starting to the last
+    completing, shared steps included (BuildKit reports those to every build that holds them); a
+    vertex still running counts for none, and a target none of whose vertices completed has none."""
+    t2, t3 = "2026-12-01T03:16:43.135427621Z", "2026-12-01T03:16:45.635427621+00:00"
+    shared = '[tf-root mealkit 2/2] RUN bake-write-requirements base "beta"'
+    progress, _ = _read([
+        vertex("shared", shared, started=T0, completed=T1),
+        vertex("shared", shared.replace("tf-root", "tf-broken-mealkit"), started=T0, completed=T1, cached=True),
+        vertex("final", "[tf-root final 1/1] RUN true", started=T1, completed=t2),
+        vertex("broken", "[tf-broken-mealkit mealkit 1/2] RUN exit 3", started=t2, completed=t3),
+        vertex("running", "[tf-broken exporting to image]", started=t2),
+    ])
+    sole, _ = _read([vertex("bake", "[internal] load local bake definitions", started=T0, completed=T1),
+                     vertex("step", "[2/2] RUN true", started=T1, completed=t2),
+                     vertex("meta", "resolving provenance for metadata file", started=t2, completed=t3)],
+                    plan={"target": {"one": _single("one", "FROM busybox\nRUN true\n")}}, sole_target="one")
+    assert round(sole.durations()["one"], 6) == 0.8  # T1 → t2: buildx's own vertices are not the build
+    durations = progress.durations()
+    assert set(durations) == {"tf-root", "tf-broken-mealkit"}
+    assert round(durations["tf-root"], 6) == 2.0  # T0 → t2
+    assert round(durations["tf-broken-mealkit"], 6) == 4.5  # T0 (the shared step) → t3

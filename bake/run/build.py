@@ -176,6 +176,7 @@ def run_build(
     known_secrets: Sequence[str] = (),
     progress: str = "plain",
     trace: Optional[Callable[[str], None]] = None,
+    probe: Optional[engine.EngineProbe] = None,
 ) -> dict:
     """Build the plan's ``default`` group (every target of the chain, so meal kits are tagged and
     pushed too) and write ``sitrep.json``, ``badge.json`` and ``sitrep.md`` in ``sitrep_dir``; the
@@ -194,22 +195,27 @@ def run_build(
     ``plain`` plain-progress lines, ``quiet`` only errors, ``tty`` one live status line
     (:class:`bake.run.progress.LiveConsole`), ``rawjson`` buildx's JSON lines as they came
     (redacted), ``auto`` tty on a terminal, else plain. ``trace`` receives the buildx command line
-    before it runs (``-v``); ``no_cache`` passes buildx's ``--no-cache`` (every step runs again).
+    before it runs (``-v``); ``no_cache`` passes buildx's ``--no-cache`` (every step runs again);
+    ``probe``: the engine probe the caller started before planning (else one is started here).
+
+    Around buildx this asks the engine one thing: ``docker info``, before it. Each target's
+    ``duration_s`` comes from buildx's progress (:meth:`bake.run.progress.ProgressReader.durations`).
 
     :returns: the sitrep; its ``outcome`` is ``pass``, ``fail``, or ``interrupted`` (and
-        ``interrupted`` true) when Ctrl-C or SIGTERM stopped the build, also while build records
-        were being read. A
-        failed or interrupted build still writes all three files, naming the failing target.
+        ``interrupted`` true) when Ctrl-C or SIGTERM stopped the build, also while the registry
+        was asked for pushed sizes. A failed or interrupted build still writes all three files,
+        naming the failing target.
     :raises bake.run.engine.EngineError: the engine cannot be reached (nothing was built).
     :raises bake.errors.UsageError: ``builder`` is not a buildx builder, or the plan's attestations
         cannot go through the engine's image store (nothing was built).
     :raises bake.errors.RunError: the build ran but a report could not be written.
     """
-    facts = engine.engine_facts()  # one `docker info`: the engine answers, its buildx, its image store
+    probe = probe or engine.EngineProbe()
+    facts = probe.facts()  # the engine answers, its buildx, its image store
     if facts is None:
         host = os.environ.get("DOCKER_HOST", "the default socket")
         raise engine.EngineError(f"cannot reach a Docker engine at {host} (is dockerd running? is DOCKER_HOST right?)")
-    buildx = facts.buildx or engine.buildx_version()
+    buildx = probe.buildx()
     engine.require_buildx(composition.plan, buildx)
     if builder is not None:
         engine.check_builder(builder)
@@ -238,14 +244,10 @@ def run_build(
     label = f"{', '.join(composition.requested)} build"
     interrupted = run.interrupted
     try:
-        # Every target's build record at once, not one `history inspect` after another.
-        refs = [run.metadata.get(name, {}).get("buildx.build.ref") for name in built]
-        records = engine.build_records([ref for ref in refs if ref])
-        report = _sitrep(composition, label, run, records.get, known_secrets,
-                         engine.pushed_sizes if push else (lambda ref: {}))
-    except KeyboardInterrupt:  # stopped while reading build records: report without durations
+        report = _sitrep(composition, label, run, known_secrets, engine.pushed_sizes if push else (lambda ref: {}))
+    except KeyboardInterrupt:  # stopped while asking the registry for sizes: report without them
         interrupted = True
-        report = _sitrep(composition, label, run, lambda ref: None, known_secrets)
+        report = _sitrep(composition, label, run, known_secrets)
     report["interrupted"] = interrupted
     if interrupted:  # cancelled, not broken: what did not finish was not built
         for entry in report["targets"].values():
@@ -259,8 +261,8 @@ def run_build(
     return report
 
 
-def _sitrep(composition: Composition, label: str, run: engine.BakeRun, record, known: Sequence[str],
+def _sitrep(composition: Composition, label: str, run: engine.BakeRun, known: Sequence[str],
             sizes=lambda ref: {}) -> dict:
-    return sitrep.make_sitrep(composition.plan, label, run.returncode, run.failed, run.metadata, record,
+    return sitrep.make_sitrep(composition.plan, label, run.returncode, run.failed, run.metadata, run.durations,
                               error=run.error, steps=run.steps, failed_steps=run.failed_steps, exported=run.exported,
                               known=known, sizes=sizes)

@@ -1,6 +1,10 @@
-"""The one module that reaches Docker: ``docker buildx bake`` and ``history`` through python-on-whales.
+"""The one module that reaches Docker: ``docker buildx bake``, ``imagetools``, ``docker run``.
 
-Imported only by commands that build, so planning never pays for python-on-whales' import.
+Imported only by commands that build, so planning never pays for python-on-whales' import. A
+build's own path (the engine probe and the bake) runs the docker CLI through :mod:`subprocess`
+and never imports python-on-whales: that import (its pydantic models) takes about 0.3 s, more than
+bake-plan may add to a cached ``docker buildx bake`` (docs/benchmarks.md, issue 16). Everything
+else goes through python-on-whales.
 """
 
 from __future__ import annotations
@@ -8,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +40,9 @@ that accepts connections but never answers would otherwise hang a nightly job fo
 # python-on-whales (tests/test_architecture.py), so dropping the variable here, once, means
 # bake-plan never lets it print (docs/security.md, "One redaction for every output").
 os.environ.pop("PYTHON_ON_WHALES_DEBUG", None)
+
+DOCKER = "docker"
+"""The docker CLI, looked up on ``PATH`` as python-on-whales looks it up."""
 
 _TIMED_OUT = 124  # coreutils timeout(1)'s exit status when the command ran out of time
 _NOT_FOUND = 127  # timeout(1): the command (docker) was not found
@@ -70,6 +78,8 @@ class BakeRun:
         BuildKit's label names.
     :param exported: targets whose export (and push) finished, with the digest made, as the
         progress showed them: what a run that failed part-way still finished.
+    :param durations: per target, the seconds its build took
+        (:meth:`bake.run.progress.ProgressReader.durations`).
     """
 
     returncode: int
@@ -79,6 +89,7 @@ class BakeRun:
     metadata: Dict[str, dict] = field(default_factory=dict)
     error: str = ""
     steps: Dict[str, Dict[str, int]] = field(default_factory=dict)
+    durations: Dict[str, float] = field(default_factory=dict)
     interrupted: bool = False
 
 
@@ -143,49 +154,48 @@ def bake(
     sole_target: Optional[str] = None,
     plan: Optional[dict] = None,
 ) -> BakeRun:
-    """Run ``docker ARGV`` (:func:`bake_command` with ``progress="rawjson"``) through
-    python-on-whales, read its progress (:class:`bake.run.progress.ProgressReader`, the one reader
-    of it, so the sitrep is whole whatever is shown) and show it: readable lines to ``console``,
-    one at a time with the newline (only the errors when ``only_errors``), and each line buildx
-    wrote, as written, to ``raw`` when given (``--progress rawjson``). ``sole_target`` names the
-    one target of a one-target plan, which buildx's progress leaves unnamed; ``plan`` (the plan's
-    JSON shape) tells which target a step shared by several targets belongs to (without it: the
-    target BuildKit named).
+    """Run ``docker ARGV`` (:func:`bake_command` with ``progress="rawjson"``), read its progress
+    (:class:`bake.run.progress.ProgressReader`, the one reader of it, so the sitrep is whole
+    whatever is shown) and show it: readable lines to ``console``, one at a time with the newline
+    (only the errors when ``only_errors``), and each line buildx wrote, as written, to ``raw`` when
+    given (``--progress rawjson``). ``sole_target`` names the one target of a one-target plan,
+    which buildx's progress leaves unnamed; ``plan`` (the plan's JSON shape) tells which target a
+    step shared by several targets belongs to (without it: the target BuildKit named).
+
+    buildx writes its progress on stderr; stdout, where ``bake`` prints nothing else, is read with
+    it as one stream, so no line waits on the other pipe.
 
     When interrupted (Ctrl-C, or SIGTERM turned into :class:`KeyboardInterrupt` by the CLI), buildx
     is sent SIGINT so it cancels its builds instead of running on as an orphan, and the run comes
     back with ``interrupted`` set.
 
-    :raises EngineError: python-on-whales or the docker CLI is missing (the build never started).
+    :raises EngineError: the docker CLI is missing (the build never started).
     """
-    try:
-        from python_on_whales import DockerException, docker
-        from python_on_whales.client_config import ClientNotFoundError
-        from python_on_whales.utils import stream_stdout_and_stderr
-    except ImportError as err:  # pragma: no cover - a dependency of the distribution
-        raise EngineError(f"python-on-whales is not installed: {err}") from None
-
     progress = ProgressReader(plan, sole_target, console, only_errors=only_errors)
-    returncode = 0
     interrupted = False
     try:
-        # python-on-whales' bake() has no --allow (and types progress as auto/plain/tty): its
-        # stream helper, the one bake() itself uses, runs the whole command instead.
-        for _, chunk in stream_stdout_and_stderr(docker.docker_cmd + list(argv)):
+        proc = subprocess.Popen([DOCKER, *argv], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT)
+    except OSError as err:
+        raise EngineError(f"the docker CLI was not found: {err}") from None
+    text: List[str] = []  # buildx's own lines, for its last one when it says nothing else
+    try:
+        for chunk in proc.stdout:
             line = chunk.decode(errors="replace")
             if raw is not None:
                 raw(line)
+            if not line.startswith("{"):
+                text.append(line)
             progress.feed(line)
-    except DockerException as err:
-        returncode = err.return_code or 1
-        if not progress.last_error:
-            progress.last_error = last_text_line(err.stderr or "")
-    except (FileNotFoundError, ClientNotFoundError) as err:
-        raise EngineError(f"the docker CLI was not found: {err}") from None
+        returncode = proc.wait()
     except KeyboardInterrupt:
         interrupted, returncode = True, 130
-        _stop_children()
+        _cancel(proc)
         progress.last_error = "interrupted: buildx was told to cancel"
+    finally:
+        proc.stdout.close()
+    if returncode and not progress.last_error:
+        progress.last_error = last_text_line("".join(text[-20:]))
 
     progress.finish()
     metadata: Dict[str, dict] = {}
@@ -196,7 +206,7 @@ def bake(
             metadata = {}
     return BakeRun(returncode=returncode, failed=progress.failed(), metadata=metadata, error=progress.last_error,
                    steps=progress.steps(), failed_steps=progress.failed_steps(), exported=progress.exported(),
-                   interrupted=interrupted)
+                   durations=progress.durations(), interrupted=interrupted)
 
 
 def print_plan(plan_file: Path, targets: Sequence[str]) -> dict:
@@ -217,121 +227,16 @@ def print_plan(plan_file: Path, targets: Sequence[str]) -> dict:
         raise EngineError(f"the docker CLI was not found: {err}") from None
 
 
-def _stop_children(timeout: float = 20.0) -> None:
-    """Send SIGINT to this process's children (the ``docker buildx bake`` python-on-whales started;
-    buildx cancels its builds on SIGINT) and reap them, waiting up to ``timeout`` seconds.
-    Linux's ``/proc/<pid>/task/<tid>/children`` lists them."""
-    import glob
+def _cancel(proc: subprocess.Popen, timeout: float = 20.0) -> None:
+    """Send SIGINT to the ``docker buildx bake`` :func:`bake` started (buildx cancels its builds
+    on SIGINT) and wait up to ``timeout`` seconds for it to end."""
     import signal
-    import time
-
-    children = set()
-    for path in glob.glob(f"/proc/{os.getpid()}/task/*/children"):
-        try:
-            with open(path) as handle:
-                children.update(int(pid) for pid in handle.read().split())
-        except OSError:
-            continue
-    for pid in children:
-        try:
-            os.kill(pid, signal.SIGINT)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + timeout
-    while children and time.monotonic() < deadline:
-        for pid in list(children):
-            try:
-                if os.waitpid(pid, os.WNOHANG)[0]:
-                    children.discard(pid)
-            except ChildProcessError:
-                children.discard(pid)
-        time.sleep(0.1)
-
-
-def build_record(ref: str) -> Optional[dict]:
-    """BuildKit's record of one build (``docker buildx history inspect --format json``, buildx
-    0.23+): ``Duration`` in nanoseconds, ``NumCompletedSteps``, ``NumCachedSteps``, ``Status``.
-
-    :returns: the record, or ``None`` when this buildx or builder keeps no history.
-    """
-    from python_on_whales import docker
-    from python_on_whales.utils import run
-
-    build_id = ref.rsplit("/", 1)[-1]  # "builder/node/id"
-    try:
-        out = run(docker.docker_cmd + ["buildx", "history", "inspect", build_id, "--format", "json"])
-        return json.loads(out)
-    except Exception:  # no history (old buildx, other driver), or no docker CLI: no duration
-        return None
-
-
-def build_records(refs: Sequence[str]) -> Dict[str, Optional[dict]]:
-    """:func:`build_record` of each ``buildx.build.ref``, for the price of one docker call: one
-    ``docker buildx history ls --format json`` lists the current builder's records (BuildKit keeps
-    its latest 50 by default) with their start and end (``created_at``, ``completed_at``), whose
-    difference in nanoseconds is the ``Duration`` ``history inspect`` gives. A ref the list does
-    not hold (another builder's, an older one), or every ref when it fails (a buildx without
-    ``history ls``), is asked with :func:`build_record`, those side by side in threads.
-
-    :returns: ``{ref: record or None}`` for every ref given; a listed record has ``Duration`` (ns),
-        ``Status``, ``NumCompletedSteps`` and ``NumCachedSteps``, as :func:`build_record` gives them.
-    """
-    refs = list(dict.fromkeys(refs))
-    if not refs:
-        return {}
-    listed = _listed_records()
-    out = {ref: listed.get(ref.rsplit("/", 1)[-1]) for ref in refs}
-    missing = [ref for ref, record in out.items() if record is None]
-    if len(missing) == 1:
-        out[missing[0]] = build_record(missing[0])
-    elif missing:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=min(8, len(missing)), thread_name_prefix="bake-plan-history") as pool:
-            out.update(zip(missing, pool.map(build_record, missing)))
-    return out
-
-
-def _listed_records() -> Dict[str, dict]:
-    """``docker buildx history ls --format json`` (buildx 0.23+) as ``{build id: record}`` in
-    :func:`build_record`'s keys; empty when it cannot be listed."""
-    from python_on_whales import docker
-    from python_on_whales.utils import run
 
     try:
-        out = run(docker.docker_cmd + ["buildx", "history", "ls", "--format", "json"])
-    except Exception:  # no history (old buildx, other driver), or no docker CLI
-        return {}
-    records = {}
-    for line in (out or "").splitlines():
-        try:
-            entry = json.loads(line)
-            started, completed = _nanoseconds(entry["created_at"]), _nanoseconds(entry["completed_at"])
-        except (ValueError, KeyError, TypeError):
-            continue
-        if started is None or completed is None:  # still running: no duration yet
-            continue
-        records[str(entry.get("ref", "")).rsplit("/", 1)[-1]] = {
-            "Duration": completed - started, "Status": str(entry.get("status", "")).lower(),
-            "NumCompletedSteps": entry.get("completed_steps"), "NumCachedSteps": entry.get("cached_steps")}
-    return records
-
-
-_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
-
-
-def _nanoseconds(stamp: str) -> Optional[int]:
-    """An RFC 3339 time as whole nanoseconds since the epoch (exact, as Go keeps it); ``None``
-    for anything else or Go's zero time."""
-    from datetime import datetime, timezone
-
-    match = _RFC3339.match(stamp or "")
-    if match is None or stamp.startswith("0001-"):
-        return None
-    when = datetime.strptime(match[1], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
-    zone = match[3]
-    offset = 0 if zone == "Z" else (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60) * (1 if zone[0] == "+" else -1)
-    return (int(when.timestamp()) - offset) * 10**9 + int((match[2] or "").ljust(9, "0"))
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 def repository_of(ref: str) -> str:
@@ -414,25 +319,70 @@ class EngineFacts:
     storage_driver: Optional[str]
 
 
+class EngineProbe:
+    """One ``docker info --format '{{json .}}'`` (``DOCKER_HOST`` is honoured), started when made
+    and read when its answer is wanted (:meth:`facts`): a build starts it before it plans, so the
+    engine answers while bake-plan loads its plugins and writes the plan.
+
+    The docker CLI fills ``ClientInfo.Plugins`` from each plugin's metadata (for buildx, the
+    version ``docker buildx version`` prints) and the rest from the engine's ``/info``; it exits 1
+    when the engine does not answer.
+    """
+
+    def __init__(self) -> None:
+        self._missing: Optional[str] = None
+        self._facts: Optional[EngineFacts] = None
+        try:
+            self._proc: Optional[subprocess.Popen] = subprocess.Popen(
+                [DOCKER, "info", "--format", "{{json .}}"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL)
+        except OSError as err:
+            self._proc, self._missing = None, str(err)
+
+    def facts(self) -> Optional[EngineFacts]:
+        """:class:`EngineFacts`, or ``None`` when the engine does not answer; waits for the CLI.
+
+        :raises EngineError: the docker CLI is missing.
+        """
+        if self._missing is not None:
+            raise EngineError(f"the docker CLI was not found: {self._missing}")
+        if self._proc.returncode is None:  # not read yet
+            out, _ = self._proc.communicate()
+            self._facts = None if self._proc.returncode else _facts_of(out)
+        return self._facts
+
+    def buildx(self) -> Optional[Tuple[int, int, int]]:
+        """The version of the buildx the docker CLI runs: from :meth:`facts`, else
+        :func:`buildx_version`; ``None`` when neither tells (no docker CLI, no buildx)."""
+        try:
+            facts = self.facts()
+        except EngineError:
+            return None
+        return (facts.buildx if facts else None) or buildx_version()
+
+
+def _facts_of(out: bytes) -> Optional[EngineFacts]:
+    """:class:`EngineFacts` of ``docker info``'s JSON; ``None`` for an answer that is no engine's."""
+    try:
+        info = json.loads(out)
+    except ValueError:
+        return None
+    if not isinstance(info, dict) or info.get("ServerErrors") or not info.get("ID"):
+        return None
+    plugins = (info.get("ClientInfo") or {}).get("Plugins") or []
+    buildx = next((_version_of(p.get("Version")) for p in plugins if isinstance(p, dict) and p.get("Name") == "buildx"),
+                  None)
+    status = {pair[0]: pair[1] for pair in info.get("DriverStatus") or [] if isinstance(pair, list) and len(pair) == 2}
+    return EngineFacts(buildx=buildx, store=status.get("driver-type"), storage_driver=info.get("Driver") or None)
+
+
 def engine_facts() -> Optional[EngineFacts]:
-    """``docker info`` once (``DOCKER_HOST`` is honoured): :class:`EngineFacts`, or ``None`` when
-    the engine does not answer.
+    """``docker info`` now (:class:`EngineProbe`): :class:`EngineFacts`, or ``None`` when the
+    engine does not answer.
 
     :raises EngineError: the docker CLI is missing.
     """
-    from python_on_whales import DockerException, docker
-    from python_on_whales.client_config import ClientNotFoundError
-
-    try:
-        info = docker.info()
-    except (DockerException, FileNotFoundError):
-        return None
-    except ClientNotFoundError as err:
-        raise EngineError(f"the docker CLI was not found: {err}") from None
-    plugins = (info.client_info.plugins if info.client_info else None) or []
-    buildx = next((_version_of(p.version) for p in plugins if p.name == "buildx"), None)
-    return EngineFacts(buildx=buildx, store=dict(info.driver_status or []).get("driver-type"),
-                       storage_driver=info.driver)
+    return EngineProbe().facts()
 
 
 class BuildxTooOld(EngineError):

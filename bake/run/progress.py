@@ -44,6 +44,8 @@ _DIGESTS = (
 )
 _STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)?$")
 _TARGET_ERROR = re.compile(r"ERROR: target ([A-Za-z0-9_.-]+):")
+# buildx's own vertices around the builds: reading the bake files, and after them the metadata file.
+_BUILDX_OWN = re.compile(r"\[internal\] load (?:local|remote) bake definitions|resolving provenance for metadata file")
 # Vertices whose errors do not fail a build: a registry cache that does not exist yet.
 _HARMLESS = "importing cache manifest from "
 _CANCELED = "context canceled"
@@ -346,6 +348,22 @@ class ProgressReader:
         for target, vertices in self.records().items():
             out += [(target, v.stage, v.instruction) for v in vertices if v.failed and v.instruction is not None]
         return list(dict.fromkeys(out))
+
+    def durations(self) -> Dict[str, float]:
+        """``{target: seconds}``: from the first vertex of the target's build starting to the last
+        one completing, as BuildKit timed them. Every vertex reported under the target's name
+        counts, so the steps it shares with the targets it builds on do, as in BuildKit's record of
+        the build (``docker buildx history``); buildx's own vertices around the builds do not
+        (a one-target bake reports them under its name). A target none of whose vertices
+        completed is left out."""
+        spans: Dict[str, List[float]] = {}
+        for vertex in self.vertices.values():
+            if vertex.started is None or vertex.completed is None or _BUILDX_OWN.fullmatch(vertex.name):
+                continue
+            for target in vertex.labels:
+                span = spans.setdefault(target, [vertex.started, vertex.completed])
+                span[0], span[1] = min(span[0], vertex.started), max(span[1], vertex.completed)
+        return {target: max(0.0, end - start) for target, (start, end) in spans.items()}
 
     def exported(self) -> Dict[str, Optional[str]]:
         """Targets whose export (and push) finished, with the digest made (``None`` when not

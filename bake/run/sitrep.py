@@ -141,7 +141,7 @@ def make_sitrep(
     returncode: int,
     failed: Sequence[str],
     metadata: Dict[str, dict],
-    record: Callable[[str], Optional[dict]],
+    durations: Dict[str, float],
     error: str = "",
     steps: Optional[Dict[str, Dict[str, int]]] = None,
     failed_steps: Sequence[tuple] = (),
@@ -155,7 +155,8 @@ def make_sitrep(
     :param label: the badge label, e.g. ``"upstream-pax build"``.
     :param failed: targets buildx named as failing.
     :param metadata: the ``--metadata-file`` content, by target.
-    :param record: ``buildx.build.ref`` → BuildKit's build record (``Duration`` in ns) or ``None``.
+    :param durations: per target, the seconds its build took, read from the progress
+        (:meth:`bake.run.progress.ProgressReader.durations`); a target it lacks has none.
     :param steps: per target, Dockerfile steps ``{"cached": n, "run": m}`` read from the progress.
     :param failed_steps: ``(label, Dockerfile stage, instruction)`` of each failing step
         (:func:`step_owner`).
@@ -191,10 +192,8 @@ def make_sitrep(
             "steps_run": None,
         }
         entry["size_bytes"] = _sizes(target, entry, sizes)
-        ref = meta.get("buildx.build.ref")
-        rec = record(ref) if ref else None
-        if rec and rec.get("Duration") is not None:
-            entry["duration_s"] = round(int(rec["Duration"]) / 1e9, 3)
+        if name in durations:
+            entry["duration_s"] = round(durations[name], 3)
         if steps is not None:
             counted = steps.get(name, {"cached": 0, "run": 0})
             entry["steps_cached"], entry["steps_run"] = counted["cached"], counted["run"]
