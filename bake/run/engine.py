@@ -16,7 +16,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
 from bake.errors import BakePlanError, RunError, UsageError
 from bake.plan.render import shell_word
@@ -178,7 +178,9 @@ def bake(
                                 stderr=subprocess.STDOUT)
     except OSError as err:
         raise EngineError(f"the docker CLI was not found: {err}") from None
-    text: List[str] = []  # buildx's own lines, for its last one when it says nothing else
+    import collections
+
+    text: Deque[str] = collections.deque(maxlen=20)  # buildx's last own lines, for its error
     try:
         for chunk in proc.stdout:
             line = chunk.decode(errors="replace")
@@ -195,7 +197,7 @@ def bake(
     finally:
         proc.stdout.close()
     if returncode and not progress.last_error:
-        progress.last_error = last_text_line("".join(text[-20:]))
+        progress.last_error = last_text_line("".join(text))
 
     progress.finish()
     metadata: Dict[str, dict] = {}
