@@ -356,8 +356,9 @@ def lock(settings: Settings) -> int:
         print(f"bake-plan: checked out {made}", file=_informing(settings, sys.stderr))
     specs = [spec for name in composition.requested for spec in lock_specs(composition, name)]
     for spec in specs:
-        print(f"bake-plan: locking {spec.describe()}: {len(spec.lines)} requirement lines "
-              f"from {len({line.stage for line in spec.lines})} stages", file=_informing(settings, sys.stderr))
+        lines, stages = len(spec.lines), len({line.stage for line in spec.lines})
+        print(f"bake-plan: locking {spec.describe()}: {lines} requirement line{'' if lines == 1 else 's'} "
+              f"from {stages} stage{'' if stages == 1 else 's'}", file=_informing(settings, sys.stderr))
         for line in spec.skipped:
             print(f"bake-plan: note: skipped {line.text!r} of {line.who()}: in-image path {line.missing} "
                   "has no host path (declare it in the stage's host_paths); the lock leaves it out",

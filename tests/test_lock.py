@@ -226,6 +226,14 @@ def test_the_versions_hint_asks_the_index_uv_asked_not_pips_configuration(lock_c
         "versions that exist: none, locking 'lt-missing'" in first, first
 
 
+def test_the_locking_line_counts_in_words_that_agree(lock_cli, tmp_path):
+    one = lock_cli("lock", "--target", "lt-a", cwd=tmp_path)
+    assert one.returncode == 0, one.stderr
+    assert "bake-plan: locking 'lt-a' (linux/amd64, linux/arm64): 1 requirement line from 1 stage\n" in one.stderr
+    two = lock_cli("lock", "--target", "lt-b", cwd=tmp_path)
+    assert ": 2 requirement lines from 2 stages\n" in two.stderr, two.stderr
+
+
 def test_a_one_target_stage_has_nothing_to_lock(lock_cli, tmp_path):
     proc = lock_cli("lock", "--target", "xla-ci", cwd=tmp_path)
     assert proc.returncode == 2

@@ -84,6 +84,22 @@ def test_an_empty_option_value_is_one_line_naming_the_option(cli, tmp_path, args
     assert list(tmp_path.iterdir()) == [], "no file may be written on error"
 
 
+@pytest.mark.parametrize("command", ["lock", "wheelhouse"])
+@pytest.mark.parametrize("given", ["missing", "file:///nonexistent/wheels", "-f"])
+def test_a_find_links_path_that_is_not_there_is_one_line_before_anything_runs(cli, tmp_path, command, given):
+    """pip would skip it with a warning and uv stop on it in its own words (exit 1), after the
+    plugins load; a local ``-f`` path, or a ``file:`` URL's, is checked with the other options."""
+    flag = "-f" if given == "-f" else "--find-links"
+    value = "missing" if given == "-f" else given
+    assert one_line(cli(command, "--target", "jax", "--no-index", flag, value, cwd=tmp_path)) == \
+        f"--find-links {value}: no such directory or file"
+    assert list(tmp_path.iterdir()) == [], "no file may be written on error"
+    (tmp_path / "wheels").mkdir()  # a directory that is there, by path or file: URL, passes this check
+    for there in ("wheels", (tmp_path / "wheels").as_uri()):
+        proc = cli(command, "--target", "nosuchtarget", "--no-index", flag, there, cwd=tmp_path)
+        assert proc.returncode == 2 and "--find-links" not in proc.stderr and "nosuchtarget" in proc.stderr
+
+
 def test_an_empty_name_in_the_configuration_names_the_key(cli, tmp_path):
     (tmp_path / "bake-plan.toml").write_text('targets = ["jax,,base"]\n')
     assert one_line(cli(cwd=tmp_path)) == "bake-plan.toml: targets: empty target name in 'jax,,base'"

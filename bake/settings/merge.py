@@ -566,5 +566,5 @@ def _pip_args(given: Mapping[str, Any]) -> Tuple[str, ...]:
             out += [option, value]
         elif isinstance(value, (list, tuple)):
             for item in value:
-                out += [option, item]
+                out += [option, values.find_links(item, option) if dest == "find_links" else item]
     return tuple(out)

@@ -301,6 +301,28 @@ def python(value: str, where: str = "--python") -> str:
     return _filled(value, where)
 
 
+def find_links(value: str, where: str = "--find-links") -> str:
+    """A ``-f``/``--find-links`` location as pip and uv take it: a URL, or a local directory or
+    file (also as a ``file:`` URL) that is there now. pip skips a missing one with a warning and
+    uv stops on it with its own words, after the plugins have loaded.
+
+    :raises UsageError: empty, or a local path that is not there.
+    """
+    _filled(value, where)
+    scheme, sep, _ = value.partition("://")
+    if sep and scheme.lower() != "file":
+        return value
+    if sep:
+        import urllib.parse
+
+        path = urllib.parse.unquote(urllib.parse.urlsplit(value).path)
+    else:
+        path = value
+    if not os.path.exists(path):
+        raise UsageError(f"{where} {value}: no such directory or file")
+    return value
+
+
 def _directory(value: str, where: str, must_exist: bool, hint: str = "") -> Path:
     """A directory path from ``where``: not empty, not an existing non-directory; with
     ``must_exist``, there now."""
