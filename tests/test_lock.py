@@ -11,6 +11,10 @@ import sys
 
 import pytest
 from conftest import hermetic_pip_env, make_wheel
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bake.plan.validate import SIMPLE_REQUIREMENT
 
 PLUGIN = """
 import os
@@ -278,6 +282,34 @@ def test_an_unpinned_git_requirement_is_refused(cli, make_plugin, tmp_path, line
         assert "plugin 'vcs-plugin', stage 'vcs', field 'requirements'" in lines[0]
         assert "not pinned to a 40-hex commit" in lines[0]
         assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("line, why", [
+    ("six=1.17", "Expected semicolon (after name with no version specifier) or end (a version is pinned with ==)"),
+    ('six; python_version < 3.11', "Expected a marker variable or quoted string"),
+    ("six>=", "Expected semicolon (after name with no version specifier) or end"),
+])
+def test_a_requirement_pip_cannot_read_is_refused_when_planning(cli, make_plugin, tmp_path, line, why):
+    """A malformed line is one line at plan time naming the plugin, the stage and the field, not
+    a resolver error at lock time or a failed pip install in the build."""
+    site = make_plugin(UNPINNED.format(line=line), name="vcs-plugin")
+    for args in (("--target", "vcs"), ("lock", "--target", "vcs")):
+        proc = cli(*args, cwd=tmp_path, pythonpath=[site])
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1, proc.stderr
+        assert lines[0] == (f"bake-plan: error: plugin 'vcs-plugin', stage 'vcs', field 'requirements': {line!r} "
+                            f"is not a requirement pip can read: {why}")
+        assert list(tmp_path.iterdir()) == []
+
+
+@given(st.from_regex(SIMPLE_REQUIREMENT, fullmatch=True))
+@settings(max_examples=300, deadline=None)
+def test_every_line_planning_passes_without_packaging_is_one_packaging_reads(line):
+    """The fast path of the requirement check never lets through a line pip's parser refuses."""
+    from packaging.requirements import Requirement
+
+    Requirement(line)
 
 
 def test_a_git_requirement_pinned_to_a_commit_is_accepted(cli, make_plugin, tmp_path):
