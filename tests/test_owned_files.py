@@ -333,6 +333,8 @@ def test_a_locks_dir_that_cannot_be_one_is_refused(owned_cli, tmp_path, value, w
     ("/bin/false", "--python /bin/false: not a Python interpreter (`/bin/false -c ...` exited 1 and printed no version)"),
     ("", "--python: empty interpreter"),
     ("/nonexistent/python", "--python /nonexistent/python: cannot run it: No such file or directory"),
+    ("3.11", "--python 3.11: cannot run it: No such file or directory (--python takes an interpreter, not a "
+             "version: python3.11, or its path)"),
 ])
 def test_lock_with_a_python_that_is_not_an_interpreter_is_one_line(owned_cli, tmp_path, python, want):
     assert error_line(owned_cli("lock", "--target", "ow", "--python", python, cwd=tmp_path)) == want

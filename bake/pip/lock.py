@@ -272,7 +272,9 @@ def python_version(python: str) -> str:
         proc = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=120,
                               stdin=subprocess.DEVNULL)
     except OSError as err:
-        raise UsageError(f"--python {given}: cannot run it: {err.strerror or err}") from None
+        hint = (f" (--python takes an interpreter, not a version: python{given}, or its path)"
+                if re.fullmatch(r"\d+(?:\.\d+)*", given) else "")
+        raise UsageError(f"--python {given}: cannot run it: {err.strerror or err}{hint}") from None
     except subprocess.TimeoutExpired:
         raise UsageError(f"--python {given}: not a Python interpreter (it did not answer within 120 s)") from None
     said = [line[len(_PYTHON_SAYS):] for line in proc.stdout.splitlines() if line.startswith(_PYTHON_SAYS)]
