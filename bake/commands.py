@@ -345,7 +345,7 @@ def _first_difference(have: str, want: str) -> int:
 def lock(settings: Settings) -> int:
     """``bake-plan lock``: compile each requested stage's chain of requirement lines on the host
     and write the locks, all or none. :returns: 0; a conflict raises :class:`bake.errors.LockConflict`."""
-    from bake.pip.lock import lock_specs, python_version, resolve_all, write_locks
+    from bake.pip.lock import foreign_platforms, lock_specs, python_version, resolve_all, write_locks
     from bake.pip.sources import prepare_checkouts
 
     if settings.python is not None:  # a --python that is no interpreter is said before any checkout
@@ -359,6 +359,13 @@ def lock(settings: Settings) -> int:
         lines, stages = len(spec.lines), len({line.stage for line in spec.lines})
         print(f"bake-plan: locking {spec.describe()}: {lines} requirement line{'' if lines == 1 else 's'} "
               f"from {stages} stage{'' if stages == 1 else 's'}", file=_informing(settings, sys.stderr))
+        foreign = foreign_platforms(spec, settings.python)
+        if foreign:
+            machine = os.uname().machine
+            print(f"bake-plan: note: the lock for {', '.join(foreign)} is resolved with the markers and wheel tags of "
+                  f"{settings.python or sys.executable} ({machine}), so its dependencies are {machine}'s; declare the "
+                  "chain's Python (the root stage's python=) to resolve for each platform",
+                  file=_informing(settings, sys.stderr))
         for line in spec.skipped:
             print(f"bake-plan: note: skipped {line.text!r} of {line.who()}: in-image path {line.missing} "
                   "has no host path (declare it in the stage's host_paths); the lock leaves it out",

@@ -5,6 +5,7 @@ inputs; in-image paths, per-arch lines, and ``--locked`` plans that take the loc
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -236,6 +237,18 @@ def test_the_locking_line_counts_in_words_that_agree(lock_cli, tmp_path):
     assert "bake-plan: locking 'lt-a' (linux/amd64, linux/arm64): 1 requirement line from 1 stage\n" in one.stderr
     two = lock_cli("lock", "--target", "lt-b", cwd=tmp_path)
     assert ": 2 requirement lines from 2 stages\n" in two.stderr, two.stderr
+
+
+def test_a_lock_resolved_with_the_hosts_markers_for_another_arch_says_so(lock_cli, tmp_path):
+    """lt-a declares no Python, so uv resolves it with bake-plan's interpreter's markers for both of
+    its platforms: the other arch's lock gets a note; --quiet keeps it out."""
+    machine = os.uname().machine
+    other = "linux/arm64" if machine == "x86_64" else "linux/amd64"
+    proc = lock_cli("lock", "--target", "lt-a", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (f"bake-plan: note: the lock for {other} is resolved with the markers and wheel tags of {sys.executable} "
+            f"({machine}), so its dependencies are {machine}'s; declare the chain's Python") in proc.stderr, proc.stderr
+    assert "note: the lock for" not in lock_cli("lock", "--target", "lt-a", "--quiet", cwd=tmp_path).stderr
 
 
 def test_a_one_target_stage_has_nothing_to_lock(lock_cli, tmp_path):

@@ -306,6 +306,17 @@ def targets(spec: LockSpec, python: Optional[str] = None) -> Dict[str, Target]:
     return {p: Target(spec.python, python_platform(p)) for p in spec.platforms}
 
 
+def foreign_platforms(spec: LockSpec, python: Optional[str] = None) -> List[str]:
+    """The platforms of ``spec`` whose lock is resolved with an interpreter's markers (``--python``,
+    or bake-plan's own for a chain that declares no Python: :func:`targets`) on another machine
+    than theirs (``linux/arm64`` from an x86_64 host): the dependencies' markers and wheel tags in
+    that lock are the host's. Empty when the chain's Python is resolved per platform."""
+    if python is None and spec.python is not None:
+        return []
+    machine = os.uname().machine
+    return [p for p in spec.platforms if reqs.PLATFORM_MACHINE.get(p, machine) != machine]
+
+
 def compile_lock(spec: LockSpec, pip_args: Sequence[str] = (), target: Optional[Target] = None) -> str:
     """The body of ``spec``'s lock as uv resolves it for ``target``: uv's output with in-image
     paths restored (no header; :func:`lock_text` adds it).
