@@ -58,6 +58,8 @@ def requirement_fault(line: str) -> Optional[str]:
     with ``${VARIABLES}`` (pip expands them) are left to pip; the common PEP 508 shape
     (:data:`SIMPLE_REQUIREMENT`) passes without importing packaging.
     """
+    if SIMPLE_REQUIREMENT.match(line):  # most lines: nothing more to ask
+        return None
     text = re.split(r"\s#", line, maxsplit=1)[0]  # pip: a comment starts at whitespace + '#'
     text = re.split(r"\s+--?[A-Za-z]", text, maxsplit=1)[0].strip()  # per-requirement options
     if (not text or text.startswith(("-", "#", ".", "/", "~")) or "${" in text or SIMPLE_REQUIREMENT.match(text)
