@@ -22,6 +22,7 @@ from bake.output import write_atomic
 from bake.owned import check_replaceable
 from bake.plan.compose import Composition
 from bake.plan.plugins import get_plugin_manager
+from bake.plan.text import counted
 from bake.settings.merge import Settings
 
 
@@ -66,7 +67,8 @@ def write_plan(settings: Settings, composition: Composition, summary_to: TextIO)
     plan = composition.plan
     built = plan["group"]["default"]["targets"]
     where = "stdout" if output == "-" else output
-    print(f"bake-plan: wrote {len(built)} targets for {', '.join(composition.requested)} to {where}", file=summary_to)
+    print(f"bake-plan: wrote {counted(len(built), 'target')} for {', '.join(composition.requested)} to {where}",
+          file=summary_to)
     for name in built:
         target = plan["target"][name]
         tags = ", ".join(t.rsplit("/", 1)[-1] for t in target.get("tags", []))
@@ -129,26 +131,35 @@ def build(settings: Settings) -> int:
     build nothing and leave the reports alone (only the metadata file's directory is made).
     :returns: 0 every target built, 1 a target failed, 130 interrupted."""
     from bake.run.build import Reports, bake_argv, run_build
-    from bake.run.engine import EngineProbe, command_line
+    from bake.run.engine import EngineProbe, buildx_version, command_line
 
-    probe = EngineProbe()  # `docker info` answers while the plugins load and the plan is made
-    composition = compose(settings)
-    metadata_file = settings.metadata_file or settings.sitrep_dir / "bake-metadata.json"
-    if settings.dry_run:
-        plan_file = write_plan(settings, composition, _informing(settings, sys.stderr))
-        argv = bake_argv(composition, Path(plan_file), metadata_file, push=settings.push, load=settings.load,
-                         pull=settings.pull, builder=settings.builder, progress=settings.progress,
-                         buildx=probe.buildx(), no_cache=settings.no_cache)
-        metadata_file.parent.mkdir(parents=True, exist_ok=True)  # where buildx writes it: the command runs as printed
-        print(command_line(argv))
-        return 0
-    reports = Reports.from_environment(settings.sitrep_dir, metadata_file)
-    reports.prepare(Path(settings.output or DEFAULT_FILES[settings.format]))
-    plan_file = write_plan(settings, composition, _informing(settings, sys.stdout))
-    sitrep = run_build(composition, Path(plan_file), reports, push=settings.push, pull=settings.pull, load=settings.load,
-                       builder=settings.builder, known_secrets=[v for v in (s.value() for s in settings.secrets) if v],
-                       progress=settings.progress, trace=_tracing(settings), no_cache=settings.no_cache,
-                       probe=probe)
+    trace = _tracing(settings)
+    probe = None
+    if not settings.dry_run:  # `docker info` answers while the plugins load and the plan is made
+        if trace:
+            trace(command_line(EngineProbe.ARGV))
+        probe = EngineProbe()
+    try:
+        composition = compose(settings)
+        metadata_file = settings.metadata_file or settings.sitrep_dir / "bake-metadata.json"
+        if settings.dry_run:  # asks no engine, only which buildx the docker CLI runs
+            plan_file = write_plan(settings, composition, _informing(settings, sys.stderr))
+            argv = bake_argv(composition, Path(plan_file), metadata_file, push=settings.push, load=settings.load,
+                             pull=settings.pull, builder=settings.builder, progress=settings.progress,
+                             buildx=buildx_version(), no_cache=settings.no_cache)
+            metadata_file.parent.mkdir(parents=True, exist_ok=True)  # where buildx writes it: the command runs as printed
+            print(command_line(argv))
+            return 0
+        reports = Reports.from_environment(settings.sitrep_dir, metadata_file)
+        reports.prepare(Path(settings.output or DEFAULT_FILES[settings.format]))
+        plan_file = write_plan(settings, composition, _informing(settings, sys.stdout))
+        sitrep = run_build(composition, Path(plan_file), reports, push=settings.push, pull=settings.pull,
+                           load=settings.load, builder=settings.builder,
+                           known_secrets=[v for v in (s.value() for s in settings.secrets) if v],
+                           progress=settings.progress, trace=trace, no_cache=settings.no_cache, probe=probe)
+    finally:
+        if probe is not None:  # still running when bake-plan stops early (bad input, an interrupt)
+            probe.close()
     print(f"bake-plan: {sitrep['summary']}", file=sys.stdout if sitrep["outcome"] == "pass" else sys.stderr)
     if sitrep.get("interrupted"):
         return 130
@@ -356,9 +367,8 @@ def lock(settings: Settings) -> int:
         print(f"bake-plan: checked out {made}", file=_informing(settings, sys.stderr))
     specs = [spec for name in composition.requested for spec in lock_specs(composition, name)]
     for spec in specs:
-        lines, stages = len(spec.lines), len({line.stage for line in spec.lines})
-        print(f"bake-plan: locking {spec.describe()}: {lines} requirement line{'' if lines == 1 else 's'} "
-              f"from {stages} stage{'' if stages == 1 else 's'}", file=_informing(settings, sys.stderr))
+        print(f"bake-plan: locking {spec.describe()}: {counted(len(spec.lines), 'requirement line')} "
+              f"from {counted(len({line.stage for line in spec.lines}), 'stage')}", file=_informing(settings, sys.stderr))
         foreign = foreign_platforms(spec, settings.python)
         if foreign:
             machine = os.uname().machine
@@ -374,7 +384,7 @@ def lock(settings: Settings) -> int:
     # Every lock compiled before any is written: a conflict in the second leaves the first as it was.
     for path, (spec, text) in zip(write_locks(results, Path(settings.locks_dir)), results):
         pins = sum(1 for row in text.splitlines() if row and not row[0].isspace() and not row.startswith(("#", "--")))
-        print(f"bake-plan: wrote {path}: {pins} pinned requirements for {spec.describe()}")
+        print(f"bake-plan: wrote {path}: {counted(pins, 'pinned requirement')} for {spec.describe()}")
         if not spec.lines:
             print(f"bake-plan: note: the stages of '{spec.target}' declare no requirement lines; "
                   "lines their Dockerfiles write at build time are not seen on the host", file=sys.stderr)

@@ -51,33 +51,38 @@ BAKE_ONCE = """
 import json, sys
 from pathlib import Path
 from bake.run.engine import EngineProbe, bake, bake_command
-plan_file, meta, name = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+plan_file, meta = Path(sys.argv[1]), Path(sys.argv[2])
+plan = json.loads(plan_file.read_text())
+names = plan["group"]["default"]["targets"]
 assert EngineProbe().facts() is not None
-run = bake(bake_command(plan_file, ["default"], meta, allow=[str(plan_file.parent)]), meta, sole_target=name,
-           plan=json.loads(plan_file.read_text()))
+run = bake(bake_command(plan_file, ["default"], meta, allow=[str(plan_file.parent)]), meta,
+           sole_target=names[0] if len(names) == 1 else None, plan=plan)
 print(json.dumps({"returncode": run.returncode, "error": run.error, "durations": run.durations,
-                  "ref": run.metadata.get(name, {}).get("buildx.build.ref"),
+                  "refs": {name: run.metadata.get(name, {}).get("buildx.build.ref") for name in names},
                   "python_on_whales": "python_on_whales" in sys.modules}))
 """
 
 
 @pytest.mark.engine
-def test_durations_read_from_the_progress_are_buildkits_own(engine, tmp_path):
+@pytest.mark.parametrize("count", [1, 2])
+def test_durations_read_from_the_progress_are_buildkits_own(engine, tmp_path, count):
     """A build's ``duration_s`` comes from buildx's progress, not a ``history`` call after it:
     for a target whose step sleeps 1 s it spans the step, and it is within BuildKit's record of the
-    same build (``docker buildx history inspect``: the whole request, so a little longer). The
+    same build (``docker buildx history inspect``: the whole request, so a little longer), with one
+    target (buildx names none) and with two (buildx then labels its own steps with each). The
     build's own path (the engine probe, the bake) never imports python-on-whales (0.3 s)."""
-    name = f"slept{uuid.uuid4().hex[:12]}"
-    dockerfile = f"FROM {engine.registry}/stand-in/busybox:latest\nRUN sleep 1 && echo {name}\n"
-    plan = {"group": {"default": {"targets": [name]}},
-            "target": {name: {"dockerfile-inline": dockerfile, "context": str(tmp_path)}}}
+    names = [f"slept{uuid.uuid4().hex[:12]}" for _ in range(count)]
+    plan = {"group": {"default": {"targets": names}}, "target": {
+        name: {"dockerfile-inline": f"FROM {engine.registry}/stand-in/busybox:latest\nRUN sleep 1 && echo {name}\n",
+               "context": str(tmp_path)} for name in names}}
     (tmp_path / "plan.json").write_text(json.dumps(plan))
-    proc = subprocess.run([sys.executable, "-c", BAKE_ONCE, str(tmp_path / "plan.json"), str(tmp_path / "meta.json"),
-                           name], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", BAKE_ONCE, str(tmp_path / "plan.json"), str(tmp_path / "meta.json")],
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = json.loads(proc.stdout)
-    assert run["returncode"] == 0 and run["ref"], run
+    assert run["returncode"] == 0 and all(run["refs"].values()), run
     assert run["python_on_whales"] is False
-    record = json.loads(engine.docker("buildx", "history", "inspect", run["ref"].rsplit("/", 1)[-1],
-                                      "--format", "json").stdout)
-    assert 1.0 <= run["durations"][name] <= int(record["Duration"]) / 1e9 + 0.05, (run, record["Duration"])
+    for name in names:
+        record = json.loads(engine.docker("buildx", "history", "inspect", run["refs"][name].rsplit("/", 1)[-1],
+                                          "--format", "json").stdout)
+        assert 1.0 <= run["durations"][name] <= int(record["Duration"]) / 1e9 + 0.05, (name, run, record["Duration"])

@@ -87,7 +87,7 @@ def test_no_privileges_prompt_and_the_same_command_without_the_grants_is_refused
     proc = family("--push", "-v")
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "requesting privileges" not in proc.stderr and "--allow" not in proc.stderr.split("running:", 1)[0]
-    ran = next(line for line in proc.stderr.splitlines() if line.startswith("bake-plan: running: "))
+    ran = next(line for line in proc.stderr.splitlines() if line.startswith("bake-plan: running: docker buildx bake"))
     argv = shlex.split(ran.removeprefix("bake-plan: running: "))
     granted = sorted(w.removeprefix("--allow=fs.read=") for w in argv if w.startswith("--allow="))
     assert granted == sorted([str(family.context), str(family.secret)])  # the context and the secret file, no more

@@ -84,6 +84,17 @@ def test_an_empty_option_value_is_one_line_naming_the_option(cli, tmp_path, args
     assert list(tmp_path.iterdir()) == [], "no file may be written on error"
 
 
+@pytest.mark.parametrize("value, line", [
+    ("file://otherhost/x", "--find-links file://otherhost/x: a file: URL names this machine's files (file:///path), "
+                           "not otherhost's"),
+    ("/etc/hostname", "--find-links /etc/hostname: not a directory (pip and uv read a directory of archives, "
+                      "or an HTML page of links)"),
+])
+def test_a_find_links_uv_cannot_read_is_one_line(cli, tmp_path, value, line):
+    assert one_line(cli("lock", "--target", "jax", "--no-index", "-f", value, cwd=tmp_path)) == line
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("command", ["lock", "wheelhouse"])
 @pytest.mark.parametrize("given", ["missing", "file:///nonexistent/wheels", "-f"])
 def test_a_find_links_path_that_is_not_there_is_one_line_before_anything_runs(cli, tmp_path, command, given):
@@ -95,7 +106,10 @@ def test_a_find_links_path_that_is_not_there_is_one_line_before_anything_runs(cl
         f"--find-links {value}: no such directory or file"
     assert list(tmp_path.iterdir()) == [], "no file may be written on error"
     (tmp_path / "wheels").mkdir()  # a directory that is there, by path or file: URL, passes this check
-    for there in ("wheels", (tmp_path / "wheels").as_uri()):
+    (tmp_path / "links.html").write_text("<html></html>\n")
+    wheels = tmp_path / "wheels"
+    for there in ("wheels", wheels.as_uri(), f"file:{wheels}", f"file://localhost{wheels}", f"FILE://{wheels}",
+                  "links.html"):
         proc = cli(command, "--target", "nosuchtarget", "--no-index", flag, there, cwd=tmp_path)
         assert proc.returncode == 2 and "--find-links" not in proc.stderr and "nosuchtarget" in proc.stderr
 

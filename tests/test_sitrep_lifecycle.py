@@ -97,6 +97,6 @@ def bake_plan_stages():
                cwd=tmp_path, env=env)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     last = proc.stderr.strip().splitlines()[-1]  # after buildx's progress, one error line
-    assert last.startswith("bake-plan: error: the build ran (lost build: all 1 targets built), but cannot "
+    assert last.startswith("bake-plan: error: the build ran (lost build: 1 target built), but cannot "
                            "append to $GITHUB_STEP_SUMMARY") and last.endswith("No space left on device"), last
     assert json.loads((tmp_path / "sitrep" / "sitrep.json").read_text())["outcome"] == "pass"

@@ -107,7 +107,10 @@ def test_missing_sources_manifest_names_the_option(cli, tmp_path):
 
 
 @pytest.mark.engine
-def test_sigterm_cancels_the_build_and_writes_the_sitrep(engine, make_plugin, tmp_path):
+@pytest.mark.parametrize("signals", [1, 2], ids=["one-sigterm", "two-sigterms"])
+def test_sigterm_cancels_the_build_and_writes_the_sitrep(engine, make_plugin, tmp_path, signals):
+    """A second SIGTERM while buildx cancels kills it (its whole process group) and the sitrep is
+    still written."""
     site = make_plugin(SLEEPER, name="sleeper")
     bake_plan = str(console_script())
     env = dict(os.environ, PYTHONPATH=str(site), NONCE=uuid.uuid4().hex)
@@ -122,7 +125,9 @@ def test_sigterm_cancels_the_build_and_writes_the_sitrep(engine, make_plugin, tm
         if "echo started" in line and "RUN" in line or time.monotonic() > deadline:
             break
     time.sleep(1)
-    proc.send_signal(signal.SIGTERM)
+    for _ in range(signals):
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.03)
     rest = proc.communicate(timeout=60)[0]
     assert proc.returncode == 130, "".join(seen) + rest
     sitrep = json.loads((tmp_path / "sitrep" / "sitrep.json").read_text())
@@ -133,6 +138,60 @@ def test_sigterm_cancels_the_build_and_writes_the_sitrep(engine, make_plugin, tm
     # buildx was cancelled with bake-plan, not left running as an orphan.
     leftover = subprocess.run(["pgrep", "-f", f"bake.*{tmp_path}"], capture_output=True, text=True).stdout.split()
     assert not [pid for pid in leftover if pid != str(os.getpid())]
+
+
+@pytest.fixture
+def silent_engine(tmp_path):
+    """``DOCKER_HOST`` of a socket that accepts connections and never answers."""
+    import socket
+    import threading
+
+    path = f"/tmp/bake-plan-silent-{uuid.uuid4().hex[:8]}.sock"  # short: a socket path has ~100 bytes
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(16)
+    held = []
+
+    def accept():
+        while True:
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"unix://{path}"
+    server.close()
+    for conn in held:
+        conn.close()
+    os.unlink(path)
+
+
+def _docker_info_for(host: str) -> list:
+    """Pids of ``docker info`` processes whose ``DOCKER_HOST`` is ``host``."""
+    found = []
+    for pid in subprocess.run(["pgrep", "-f", "docker info"], capture_output=True, text=True).stdout.split():
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"DOCKER_HOST={host}".encode() in environ:
+            found.append(pid)
+    return found
+
+
+def test_dry_run_asks_no_engine_and_bad_input_leaves_no_probe_behind(cli, silent_engine, tmp_path):
+    """``build --dry-run`` prints the command without asking the engine (a silent one would hang
+    it), and a build refused for bad input stops the ``docker info`` it started before planning."""
+    env = dict(os.environ, DOCKER_HOST=silent_engine)
+    start = time.monotonic()
+    proc = cli("build", "--target", "base", "--dry-run", cwd=tmp_path, env=env)
+    assert proc.returncode == 0 and "docker buildx bake" in proc.stdout, proc.stderr
+    assert time.monotonic() - start < 30
+    proc = cli("build", "--target", "nosuchtarget", cwd=tmp_path, env=env)
+    assert proc.returncode == 2 and "nosuchtarget" in proc.stderr, proc.stderr
+    time.sleep(0.5)
+    assert _docker_info_for(silent_engine) == []
 
 
 def test_lock_takes_the_configuration(cli, tmp_path):

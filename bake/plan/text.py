@@ -13,6 +13,8 @@ Two kinds of hole, each closed here once:
   terminal control sequences (``ESC [2K`` erases the line it is on) or bidirectional controls that
   make a line read differently; :func:`printable` shows each such character escaped
   (``\\x1b``, ``\\u202e``).
+
+And :func:`counted`, so a person reads "1 target", not "1 targets".
 """
 
 from __future__ import annotations
@@ -84,3 +86,9 @@ def one_line(text: str) -> str:
     (a plugin's multi-line message reads on), every other control character is escaped
     (:func:`printable`)."""
     return printable(_BLANKS.sub(" ", text).strip(), keep="")
+
+
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless one: ``counted(1, "target")`` is ``"1 target"``,
+    ``counted(4, "target")`` ``"4 targets"``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -213,8 +213,10 @@ def run_build(
     probe = probe or engine.EngineProbe()
     facts = probe.facts()  # the engine answers, its buildx, its image store
     if facts is None:
-        host = os.environ.get("DOCKER_HOST", "the default socket")
-        raise engine.EngineError(f"cannot reach a Docker engine at {host} (is dockerd running? is DOCKER_HOST right?)")
+        context = os.environ.get("DOCKER_CONTEXT")
+        host = os.environ.get("DOCKER_HOST") or (f"context {context}" if context else "the default socket")
+        why = f": {probe.reason}" if probe.reason else " (is dockerd running? is DOCKER_HOST right?)"
+        raise engine.EngineError(f"cannot reach a Docker engine at {host}{why}")
     buildx = probe.buildx()
     engine.require_buildx(composition.plan, buildx)
     if builder is not None:
@@ -252,7 +254,7 @@ def run_build(
     if interrupted:  # cancelled, not broken: what did not finish was not built
         for entry in report["targets"].values():
             if entry["outcome"] == sitrep.FAIL and not entry["digest"]:
-                entry["outcome"] = sitrep.NOT_BUILT
+                entry["outcome"], entry["duration_s"] = sitrep.NOT_BUILT, None
         report["outcome"] = sitrep.INTERRUPTED
         report["summary"] = f"{label}: interrupted"
     # One redaction for every report file (sitrep.json, badge, sitrep.md, the step summary).

@@ -174,8 +174,10 @@ def bake(
     progress = ProgressReader(plan, sole_target, console, only_errors=only_errors)
     interrupted = False
     try:
+        # Its own process group, so an interrupt reaches the docker CLI, its buildx plugin and any
+        # wrapper in between (_cancel), and only through bake-plan.
         proc = subprocess.Popen([DOCKER, *argv], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT)
+                                stderr=subprocess.STDOUT, start_new_session=True)
     except OSError as err:
         raise EngineError(f"the docker CLI was not found: {err}") from None
     import collections
@@ -229,16 +231,30 @@ def print_plan(plan_file: Path, targets: Sequence[str]) -> dict:
         raise EngineError(f"the docker CLI was not found: {err}") from None
 
 
-def _cancel(proc: subprocess.Popen, timeout: float = 20.0) -> None:
-    """Send SIGINT to the ``docker buildx bake`` :func:`bake` started (buildx cancels its builds
-    on SIGINT) and wait up to ``timeout`` seconds for it to end."""
+CANCEL_TIMEOUT_S = 20.0
+"""How long an interrupted bake may take to cancel its builds, in seconds, before it is killed."""
+
+
+def _cancel(proc: subprocess.Popen, timeout: float = CANCEL_TIMEOUT_S) -> None:
+    """Send SIGINT to the process group of the ``docker buildx bake`` :func:`bake` started (buildx
+    cancels its builds on SIGINT) and wait up to ``timeout`` seconds for it to end; then, or at a
+    second interrupt, SIGKILL the group, so no buildx is left running."""
     import signal
 
+    def signal_group(number: int) -> None:
+        try:
+            os.killpg(proc.pid, number)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    signal_group(signal.SIGINT)
     try:
-        proc.send_signal(signal.SIGINT)
         proc.wait(timeout)
-    except subprocess.TimeoutExpired:
+        return
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):
         pass
+    signal_group(signal.SIGKILL)
+    proc.wait()
 
 
 def repository_of(ref: str) -> str:
@@ -321,35 +337,53 @@ class EngineFacts:
     storage_driver: Optional[str]
 
 
+ENGINE_TIMEOUT_S = 60.0
+"""How long ``docker info`` may take to answer, in seconds: an engine that accepts connections but
+never answers is no engine (a build would otherwise wait forever)."""
+
+
 class EngineProbe:
-    """One ``docker info --format '{{json .}}'`` (``DOCKER_HOST`` is honoured), started when made
-    and read when its answer is wanted (:meth:`facts`): a build starts it before it plans, so the
-    engine answers while bake-plan loads its plugins and writes the plan.
+    """One ``docker info --format '{{json .}}'`` (``DOCKER_HOST`` and ``DOCKER_CONTEXT`` are
+    honoured), started when made and read when its answer is wanted (:meth:`facts`): a build starts
+    it before it plans, so the engine answers while bake-plan loads its plugins and writes the plan.
+    :meth:`close` stops it when bake-plan ends first (bad input, an interrupt).
 
     The docker CLI fills ``ClientInfo.Plugins`` from each plugin's metadata (for buildx, the
     version ``docker buildx version`` prints) and the rest from the engine's ``/info``; it exits 1
-    when the engine does not answer.
+    when the engine does not answer, and says why on stderr (:attr:`reason`).
     """
+
+    ARGV = ("info", "--format", "{{json .}}")
+    """The arguments after ``docker`` (``-v`` prints them)."""
 
     def __init__(self) -> None:
         self._missing: Optional[str] = None
         self._facts: Optional[EngineFacts] = None
+        self._read = False
+        self.reason = ""
+        """Why the engine did not answer, in the docker CLI's words (its last line), or a timeout."""
         try:
             self._proc: Optional[subprocess.Popen] = subprocess.Popen(
-                [DOCKER, "info", "--format", "{{json .}}"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL)
+                [DOCKER, *self.ARGV], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         except OSError as err:
             self._proc, self._missing = None, str(err)
 
     def facts(self) -> Optional[EngineFacts]:
-        """:class:`EngineFacts`, or ``None`` when the engine does not answer; waits for the CLI.
+        """:class:`EngineFacts`, or ``None`` when the engine does not answer (within
+        :data:`ENGINE_TIMEOUT_S`); waits for the CLI.
 
         :raises EngineError: the docker CLI is missing.
         """
         if self._missing is not None:
             raise EngineError(f"the docker CLI was not found: {self._missing}")
-        if self._proc.returncode is None:  # not read yet
-            out, _ = self._proc.communicate()
+        if not self._read:
+            try:
+                out, err = self._proc.communicate(timeout=ENGINE_TIMEOUT_S)
+                self.reason = last_text_line(err.decode(errors="replace"))
+            except subprocess.TimeoutExpired:
+                self.close()
+                out, self.reason = b"", f"no answer within {ENGINE_TIMEOUT_S:g} s"
+            self._read = True
             self._facts = None if self._proc.returncode else _facts_of(out)
         return self._facts
 
@@ -361,6 +395,12 @@ class EngineProbe:
         except EngineError:
             return None
         return (facts.buildx if facts else None) or buildx_version()
+
+    def close(self) -> None:
+        """Stop ``docker info`` if it is still running."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
 
 
 def _facts_of(out: bytes) -> Optional[EngineFacts]:

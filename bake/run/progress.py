@@ -44,8 +44,10 @@ _DIGESTS = (
 )
 _STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)?$")
 _TARGET_ERROR = re.compile(r"ERROR: target ([A-Za-z0-9_.-]+):")
-# buildx's own vertices around the builds: reading the bake files, and after them the metadata file.
-_BUILDX_OWN = re.compile(r"\[internal\] load (?:local|remote) bake definitions|resolving provenance for metadata file")
+# buildx's own vertices around the builds: reading the bake files, and after them the metadata
+# file, which a bake of several targets labels with each target ("[a] resolving provenance …").
+_BUILDX_OWN = re.compile(r"(?:\[[^\]]*\] )?(?:\[internal\] load (?:local|remote) bake definitions"
+                         r"|resolving provenance for metadata file)")
 # Vertices whose errors do not fail a build: a registry cache that does not exist yet.
 _HARMLESS = "importing cache manifest from "
 _CANCELED = "context canceled"

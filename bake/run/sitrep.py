@@ -21,6 +21,7 @@ from bake.plan import dockerfile
 from bake.plan.compose import sbom_generators
 from bake.plan.names import normalise_reference
 from bake.plan.secrets import shown
+from bake.plan.text import counted
 
 PASS, FAIL, NOT_BUILT, INTERRUPTED = "pass", "fail", "not built", "interrupted"
 TESTS_BADGE = "tests-badge.json"
@@ -192,11 +193,11 @@ def make_sitrep(
             "steps_run": None,
         }
         entry["size_bytes"] = _sizes(target, entry, sizes)
-        if name in durations:
+        if name in durations and entry["outcome"] != NOT_BUILT:  # steps buildx cancelled are no build time
             entry["duration_s"] = round(durations[name], 3)
         if steps is not None:
-            counted = steps.get(name, {"cached": 0, "run": 0})
-            entry["steps_cached"], entry["steps_run"] = counted["cached"], counted["run"]
+            seen = steps.get(name, {"cached": 0, "run": 0})
+            entry["steps_cached"], entry["steps_run"] = seen["cached"], seen["run"]
         targets[name] = entry
     if returncode != 0 and not any(t["outcome"] == FAIL for t in targets.values()):
         # buildx failed without naming a target: every target it did not finish failed.
@@ -207,7 +208,7 @@ def make_sitrep(
     outcome = PASS if returncode == 0 and all(t["outcome"] == PASS for t in targets.values()) else FAIL
     error = shown(error.strip(), known) if error and error.strip() else None
     if outcome == PASS:
-        summary = f"{label}: all {len(targets)} targets built"
+        summary = f"{label}: {'' if len(targets) == 1 else 'all '}{counted(len(targets), 'target')} built"
     else:
         summary = f"{label}: failed: {', '.join(failing) or 'the build'}"
         if error:

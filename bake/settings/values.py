@@ -302,24 +302,35 @@ def python(value: str, where: str = "--python") -> str:
 
 
 def find_links(value: str, where: str = "--find-links") -> str:
-    """A ``-f``/``--find-links`` location as pip and uv take it: a URL, or a local directory or
-    file (also as a ``file:`` URL) that is there now. pip skips a missing one with a warning and
-    uv stops on it with its own words, after the plugins have loaded.
+    """A ``-f``/``--find-links`` location as pip and uv take it: a URL; or a local directory of
+    archives, or an HTML page of links, that is there now, by path or as a ``file:`` URL of this
+    machine (``file:/x``, ``file:///x``, ``file://localhost/x``; the scheme comes back in lower
+    case, which uv needs). pip skips a missing one with a warning and uv stops on it with its own
+    words, after the plugins have loaded.
 
-    :raises UsageError: empty, or a local path that is not there.
+    :raises UsageError: empty; a ``file:`` URL of another host; a local path that is not there, or
+        is a file other than an HTML page.
     """
     _filled(value, where)
-    scheme, sep, _ = value.partition("://")
-    if sep and scheme.lower() != "file":
-        return value
-    if sep:
+    scheme, colon, rest = value.partition(":")
+    if colon and scheme.lower() == "file":
         import urllib.parse
 
-        path = urllib.parse.unquote(urllib.parse.urlsplit(value).path)
+        value = "file:" + rest
+        parts = urllib.parse.urlsplit(value)
+        if parts.netloc not in ("", "localhost"):
+            raise UsageError(f"{where} {value}: a file: URL names this machine's files (file:///path), "
+                             f"not {parts.netloc}'s")
+        path = urllib.parse.unquote(parts.path)
+    elif "://" in value:
+        return value
     else:
         path = value
     if not os.path.exists(path):
         raise UsageError(f"{where} {value}: no such directory or file")
+    if not os.path.isdir(path) and not path.lower().endswith((".html", ".htm")):
+        raise UsageError(f"{where} {value}: not a directory (pip and uv read a directory of archives, or an "
+                         "HTML page of links)")
     return value
 
 
