@@ -174,7 +174,9 @@ def test_build_without_an_engine_is_one_line(cli, tmp_path):
     env = dict(os.environ, DOCKER_HOST=f"unix://{tmp_path}/no-such.sock")
     proc = cli("build", "--target", "jax", cwd=tmp_path, env=env)
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines()[-1].startswith("bake-plan: error: cannot reach a Docker engine")
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"bake-plan: error: cannot reach a Docker engine at unix://{tmp_path}/no-such.sock: "), last
+    assert "Cannot connect to the Docker daemon" in last, "the docker CLI's own reason follows"
     assert "Traceback" not in proc.stderr
 
 

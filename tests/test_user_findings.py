@@ -135,6 +135,7 @@ def test_sigterm_cancels_the_build_and_writes_the_sitrep(engine, make_plugin, tm
     badge = json.loads((tmp_path / "sitrep" / "badge.json").read_text())
     assert badge["message"] == "interrupted"
     assert sitrep["targets"]["sleeper"]["outcome"] == "not built"
+    assert sitrep["targets"]["sleeper"]["duration_s"] is None  # its cancelled step is no build time
     # buildx was cancelled with bake-plan, not left running as an orphan.
     leftover = subprocess.run(["pgrep", "-f", f"bake.*{tmp_path}"], capture_output=True, text=True).stdout.split()
     assert not [pid for pid in leftover if pid != str(os.getpid())]
