@@ -9,9 +9,11 @@ else goes through python-on-whales.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -180,8 +182,6 @@ def bake(
                                 stderr=subprocess.STDOUT, start_new_session=True)
     except OSError as err:
         raise EngineError(f"the docker CLI was not found: {err}") from None
-    import collections
-
     text: Deque[str] = collections.deque(maxlen=20)  # buildx's last own lines, for its error
     try:
         for chunk in proc.stdout:
@@ -239,7 +239,6 @@ def _cancel(proc: subprocess.Popen, timeout: float = CANCEL_TIMEOUT_S) -> None:
     """Send SIGINT to the process group of the ``docker buildx bake`` :func:`bake` started (buildx
     cancels its builds on SIGINT) and wait up to ``timeout`` seconds for it to end; then, or at a
     second interrupt, SIGKILL the group, so no buildx is left running."""
-    import signal
 
     def signal_group(number: int) -> None:
         try:
