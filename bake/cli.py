@@ -500,6 +500,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the ``bake-plan`` console script. Returns the exit status."""
     if argv is None:  # the bake-plan process itself, not a caller in-process
         _no_collection_at_exit()
+        try:
+            return _main(argv)
+        finally:
+            _late_signals_ignored()
+    return _main(argv)
+
+
+def _main(argv: Optional[List[str]]) -> int:
     given: dict = {}
     _terminate_like_ctrl_c()
     _plugin_warnings_as_lines()
@@ -581,8 +589,9 @@ def _no_collection_at_exit() -> None:
 
 
 def _terminate_like_ctrl_c() -> None:
-    """SIGTERM (a CI job cancelled, `timeout`) stops bake-plan the way Ctrl-C does: a build in
-    progress is cancelled and its sitrep written (see :func:`bake.run.engine.bake`)."""
+    """SIGTERM (a CI job cancelled, `timeout`) and SIGHUP (the terminal closed) stop bake-plan the
+    way Ctrl-C does: a build in progress is cancelled and its sitrep written (see
+    :func:`bake.run.engine.bake`)."""
     import signal
 
     def handler(signum, frame):
@@ -590,8 +599,18 @@ def _terminate_like_ctrl_c() -> None:
 
     try:
         signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGHUP, handler)
     except ValueError:  # not the main thread (bake-plan used as a library)
         pass
+
+
+def _late_signals_ignored() -> None:
+    """Once bake-plan's work is done and its status chosen, a SIGINT/SIGTERM/SIGHUP arriving while
+    the interpreter shuts down (which puts the default handlers back) changes nothing."""
+    import signal
+
+    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(number, signal.SIG_IGN)
 
 
 if __name__ == "__main__":

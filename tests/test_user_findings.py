@@ -107,10 +107,11 @@ def test_missing_sources_manifest_names_the_option(cli, tmp_path):
 
 
 @pytest.mark.engine
-@pytest.mark.parametrize("signals", [1, 2], ids=["one-sigterm", "two-sigterms"])
+@pytest.mark.parametrize("signals", [[signal.SIGTERM], [signal.SIGTERM, signal.SIGTERM], [signal.SIGHUP]],
+                         ids=["one-sigterm", "two-sigterms", "sighup"])
 def test_sigterm_cancels_the_build_and_writes_the_sitrep(engine, make_plugin, tmp_path, signals):
-    """A second SIGTERM while buildx cancels kills it (its whole process group) and the sitrep is
-    still written."""
+    """A second SIGTERM while buildx cancels kills it (and what runs under it), and the sitrep is
+    still written; a hang-up (the terminal closed) cancels like SIGTERM."""
     site = make_plugin(SLEEPER, name="sleeper")
     bake_plan = str(console_script())
     env = dict(os.environ, PYTHONPATH=str(site), NONCE=uuid.uuid4().hex)
@@ -125,8 +126,8 @@ def test_sigterm_cancels_the_build_and_writes_the_sitrep(engine, make_plugin, tm
         if "echo started" in line and "RUN" in line or time.monotonic() > deadline:
             break
     time.sleep(1)
-    for _ in range(signals):
-        proc.send_signal(signal.SIGTERM)
+    for number in signals:
+        proc.send_signal(number)
         time.sleep(0.03)
     rest = proc.communicate(timeout=60)[0]
     assert proc.returncode == 130, "".join(seen) + rest
@@ -181,10 +182,20 @@ def _docker_info_for(host: str) -> list:
     return found
 
 
-def test_dry_run_asks_no_engine_and_bad_input_leaves_no_probe_behind(cli, silent_engine, tmp_path):
+@pytest.mark.parametrize("wrapped", [False, True], ids=["docker", "docker-wrapper-script"])
+def test_dry_run_asks_no_engine_and_bad_input_leaves_no_probe_behind(cli, silent_engine, tmp_path, wrapped):
     """``build --dry-run`` prints the command without asking the engine (a silent one would hang
-    it), and a build refused for bad input stops the ``docker info`` it started before planning."""
+    it), and a build refused for bad input stops the ``docker info`` it started before planning,
+    also when ``docker`` is a wrapper script that runs the real one."""
     env = dict(os.environ, DOCKER_HOST=silent_engine)
+    if wrapped:
+        import shutil
+
+        bin_dir = tmp_path.parent / f"{tmp_path.name}-bin"
+        bin_dir.mkdir()
+        (bin_dir / "docker").write_text(f"#!/bin/sh\n{shutil.which('docker')} \"$@\"\n")
+        (bin_dir / "docker").chmod(0o755)
+        env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
     start = time.monotonic()
     proc = cli("build", "--target", "base", "--dry-run", cwd=tmp_path, env=env)
     assert proc.returncode == 0 and "docker buildx bake" in proc.stdout, proc.stderr
@@ -193,6 +204,28 @@ def test_dry_run_asks_no_engine_and_bad_input_leaves_no_probe_behind(cli, silent
     assert proc.returncode == 2 and "nosuchtarget" in proc.stderr, proc.stderr
     time.sleep(0.5)
     assert _docker_info_for(silent_engine) == []
+
+
+def test_interrupts_wait_until_the_reports_are_written():
+    """A SIGTERM or SIGINT while the reports are written is held to the end of the block, then
+    interrupts: the three files are never left half written."""
+    from bake.cli import _terminate_like_ctrl_c
+    from bake.run.build import _interrupts_held
+
+    _terminate_like_ctrl_c()
+    done = []
+    with pytest.raises(KeyboardInterrupt):
+        with _interrupts_held():
+            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+            done.append("written")
+    assert done == ["written"]
+    with pytest.raises(KeyboardInterrupt):  # the handlers are back: a signal interrupts at once
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(1)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def test_lock_takes_the_configuration(cli, tmp_path):

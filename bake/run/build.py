@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import stat
 import sys
 import tempfile
@@ -250,6 +252,13 @@ def run_build(
     except KeyboardInterrupt:  # stopped while asking the registry for sizes: report without them
         interrupted = True
         report = _sitrep(composition, label, run, known_secrets)
+    with _interrupts_held():
+        report = _finish(report, interrupted, label, reports, known_secrets)
+    return report
+
+
+def _finish(report: dict, interrupted: bool, label: str, reports: Reports, known_secrets: Sequence[str]) -> dict:
+    """Mark an interrupted build's report, redact it, write the reports. :returns: what was written."""
     report["interrupted"] = interrupted
     if interrupted:  # cancelled, not broken: what did not finish was not built
         for entry in report["targets"].values():
@@ -261,6 +270,26 @@ def run_build(
     report = sitrep.redacted(report, known_secrets)
     reports.write(report)
     return report
+
+
+@contextlib.contextmanager
+def _interrupts_held():
+    """SIGINT, SIGTERM and SIGHUP wait until the block is done, then interrupt: the reports are
+    written whole or not started (a half-written set reads as another run's)."""
+    held: List[int] = []
+    try:
+        previous = {number: signal.signal(number, lambda got, frame: held.append(got))
+                    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    except ValueError:  # not the main thread (bake-plan used as a library): nothing to hold
+        yield
+        return
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    if held:
+        raise KeyboardInterrupt
 
 
 def _sitrep(composition: Composition, label: str, run: engine.BakeRun, known: Sequence[str],

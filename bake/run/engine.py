@@ -10,6 +10,7 @@ else goes through python-on-whales.
 from __future__ import annotations
 
 import collections
+import glob
 import json
 import os
 import re
@@ -176,10 +177,8 @@ def bake(
     progress = ProgressReader(plan, sole_target, console, only_errors=only_errors)
     interrupted = False
     try:
-        # Its own process group, so an interrupt reaches the docker CLI, its buildx plugin and any
-        # wrapper in between (_cancel), and only through bake-plan.
         proc = subprocess.Popen([DOCKER, *argv], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT)
     except OSError as err:
         raise EngineError(f"the docker CLI was not found: {err}") from None
     text: Deque[str] = collections.deque(maxlen=20)  # buildx's last own lines, for its error
@@ -236,24 +235,41 @@ CANCEL_TIMEOUT_S = 20.0
 
 
 def _cancel(proc: subprocess.Popen, timeout: float = CANCEL_TIMEOUT_S) -> None:
-    """Send SIGINT to the process group of the ``docker buildx bake`` :func:`bake` started (buildx
-    cancels its builds on SIGINT) and wait up to ``timeout`` seconds for it to end; then, or at a
-    second interrupt, SIGKILL the group, so no buildx is left running."""
-
-    def signal_group(number: int) -> None:
-        try:
-            os.killpg(proc.pid, number)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-    signal_group(signal.SIGINT)
+    """Send SIGINT to the ``docker buildx bake`` :func:`bake` started and to every process under it
+    (the buildx plugin, and the real docker CLI when ``docker`` is a wrapper script; buildx cancels
+    its builds on SIGINT) and wait up to ``timeout`` seconds for it to end; then, or at a second
+    interrupt, SIGKILL them all, so no buildx is left running. They stay in bake-plan's process
+    group, so a signal to the whole group (a terminal's hang-up, a CI runner) reaches them too."""
+    sys.stderr.write(f"bake-plan: interrupted: buildx is cancelling its builds (up to {timeout:g} s; "
+                     "interrupt again to stop it at once)\n")
+    _signal_tree(proc, signal.SIGINT)
     try:
         proc.wait(timeout)
         return
     except (subprocess.TimeoutExpired, KeyboardInterrupt):
         pass
-    signal_group(signal.SIGKILL)
+    _signal_tree(proc, signal.SIGKILL)
     proc.wait()
+
+
+def _signal_tree(proc: subprocess.Popen, number: int) -> None:
+    """Send signal ``number`` to ``proc`` and every process under it (Linux's
+    ``/proc/<pid>/task/<tid>/children``), the deepest first."""
+    tree, todo = [], [proc.pid]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        for path in glob.glob(f"/proc/{pid}/task/*/children"):
+            try:
+                with open(path) as handle:
+                    todo += [int(child) for child in handle.read().split()]
+            except OSError:
+                continue
+    for pid in reversed(tree):
+        try:
+            os.kill(pid, number)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def repository_of(ref: str) -> str:
@@ -396,9 +412,10 @@ class EngineProbe:
         return (facts.buildx if facts else None) or buildx_version()
 
     def close(self) -> None:
-        """Stop ``docker info`` if it is still running."""
+        """Stop ``docker info`` (and what runs under it, when ``docker`` is a wrapper script) if it
+        is still running."""
         if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
+            _signal_tree(self._proc, signal.SIGKILL)
             self._proc.wait()
 
 
