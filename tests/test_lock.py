@@ -15,7 +15,7 @@ from conftest import hermetic_pip_env, make_wheel
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bake.plan.validate import SIMPLE_REQUIREMENT
+from bake.plan.requirement_lines import SIMPLE_REQUIREMENT, requirement_fault
 
 PLUGIN = """
 import os
@@ -311,13 +311,28 @@ def test_an_unpinned_git_requirement_is_refused(cli, make_plugin, tmp_path, line
     ("six=1.17", "Expected semicolon (after name with no version specifier) or end (a version is pinned with ==)"),
     ('six; python_version < 3.11', "Expected a marker variable or quoted string"),
     ("six>=", "Expected semicolon (after name with no version specifier) or end"),
+    ("six==1.17 --bogus-option", "--bogus-option is no option pip reads after a requirement "
+                                 "(only --hash, --config-settings, -C, --global-option)"),
+    ("six==1.17 --hash=md5", "--hash=md5: not ALGORITHM:HEX with sha256, sha384 or sha512"),
+    ("-e", "-e needs a value"),
+    ("--no-such-flag", "--no-such-flag is no option pip reads in a requirements file"),
 ])
 def test_a_requirement_pip_cannot_read_is_refused_when_planning(cli, make_plugin, tmp_path, line, why):
     """A malformed line is one line at plan time naming the plugin, the stage and the field, not
     a resolver error at lock time or a failed pip install in the build."""
     assert _refused_line(cli, make_plugin, tmp_path, line) == (
         f"bake-plan: error: plugin 'vcs-plugin', stage 'vcs', field 'requirements': {line!r} "
-        f"is not a requirement pip can read: {why}")
+        f"is not a line pip can read: {why}")
+
+
+@pytest.mark.parametrize("line", [
+    "numpy<2", "jax[cuda12]>=0.4, <0.5", "x==1.*", "x~=1.2", "a-b[c]==1.0rc1", "torch==2.1+cpu", "numpy<2  # why",
+    'six; python_version < "3.11"', "fiddle @ git+https://github.com/google/fiddle.git@" + "c0" * 20,
+    "-e file:///opt/jax", "-r other.txt", "--pre", "--extra-index-url=https://example.com/simple", "./local/pkg",
+    "six==1.0 --hash=sha256:" + "ab" * 32, "x --config-settings a=b", "pkg @ file:///opt/${X}/x.whl", "# a comment",
+])
+def test_every_shape_pip_reads_passes(line):
+    assert requirement_fault(line) is None
 
 
 @given(st.from_regex(SIMPLE_REQUIREMENT, fullmatch=True))

@@ -17,10 +17,11 @@ import urllib.parse
 from pathlib import PurePosixPath
 from typing import Dict, Mapping, Optional, Tuple
 
+from bake.plan.requirement_lines import split_option
+
 # Options whose value is a path or URL that may point into the image.
 _LOCATION_OPTIONS = ("-e", "--editable", "-f", "--find-links", "-r", "--requirement", "-c", "--constraint",
                      "-i", "--index-url", "--extra-index-url")
-_OPTION = re.compile(r"\s*(?P<opt>--[A-Za-z0-9-]+|-[A-Za-z])(?:[\s=]+(?P<value>.*?))?\s*$")
 _OPTION_VALUE = re.compile(r"\s*(?:--[A-Za-z0-9-]+|-[A-Za-z])[\s=]*(?P<loc>[^\s]+)")
 _URL_REQUIREMENT = re.compile(r"\s*[A-Za-z0-9][A-Za-z0-9._-]*\s*(?:\[[^\]]*\])?\s*@\s*(?P<loc>[^\s;]+)")
 _BARE_LOCATION = re.compile(r"\s*(?P<loc>(?:\.|/|file:|[A-Za-z][A-Za-z0-9+.-]*://)[^\s;]*)")
@@ -39,16 +40,6 @@ PLATFORM_MACHINE = {
     "linux/riscv64": "riscv64",
     "linux/386": "i686",
 }
-
-
-def split_option(line: str) -> Tuple[Optional[str], str]:
-    """``("-e", "file:///opt/x")`` for ``-e file:///opt/x``; ``(None, line)`` for a line that is
-    not an option. ``--opt value`` and ``--opt=value`` forms are accepted; the option comes back
-    as written."""
-    match = _OPTION.match(line)
-    if not match:
-        return None, line.strip()
-    return match.group("opt"), (match.group("value") or "").strip()
 
 
 def is_index_option(line: str) -> bool:

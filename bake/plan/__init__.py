@@ -1,6 +1,7 @@
 """The pure core: stages in, the plan (buildx's JSON shape) out.
 
-- :mod:`bake.plan.stage`: the stage model plugins declare; :mod:`bake.plan.validate` checks one.
+- :mod:`bake.plan.stage`: the stage model plugins declare; :mod:`bake.plan.validate` checks one
+  (its requirement lines with :mod:`bake.plan.requirement_lines`).
 - :mod:`bake.plan.hookspecs`: every hook, with its docstring; :mod:`bake.plan.plugins`: the
   plugin manager (nothing at import time) and the typed :class:`~bake.plan.plugins.Hooks`
   wrapper; :mod:`bake.plan.policies`: the default tag, cache-key and platform policies.

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Optional, Set, Tuple
 
 from bake.errors import PluginError, StageError
+from bake.plan.requirement_lines import requirement_fault
 from bake.plan.names import (
     ARG_NAME,
     check_image_name,
@@ -35,44 +36,6 @@ _CONTEXT_SCHEMES = ("target:", "docker-image://", "oci-layout://", "https://", "
 # A git+ URL pinned to a full commit: "…git+<url>@<40 hex>" then a fragment, a space, a marker or the end.
 # The same rule as stages/scripts/pip-finalize.sh, so a line the host accepts the image accepts too.
 _VCS_PINNED = re.compile(r"git\+\S*@[0-9a-fA-F]{40}(?=[#\s;]|$)")
-
-
-# The usual PEP 508 line: a name, extras, then plain release clauses (1.2, ==1.*, ~=1.2) or
-# "@ scheme://host/…", no marker; spaces and tabs only (packaging's whitespace, not
-# str.isspace's). It passes without importing packaging, so planning does not pay for it. Any other
-# line that is neither an option nor a path or URL is parsed by packaging, as pip and uv parse it.
-_NAME_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?"
-_RELEASE = r"[0-9]+(?:\.[0-9]+)*"
-_CLAUSE = rf"(?:(?:==|!=)[ \t]*{_RELEASE}(?:\.\*)?|(?:<=|>=|<|>)[ \t]*{_RELEASE}|~=[ \t]*[0-9]+(?:\.[0-9]+)+)"
-SIMPLE_REQUIREMENT = re.compile(
-    rf"{_NAME_PART}(?:[ \t]*\[[ \t]*{_NAME_PART}[ \t]*(?:,[ \t]*{_NAME_PART}[ \t]*)*\])?"
-    rf"(?:[ \t]*{_CLAUSE}(?:[ \t]*,[ \t]*{_CLAUSE})*"
-    r"|[ \t]*@[ \t]*(?!file:)[A-Za-z][A-Za-z0-9+.-]*://[A-Za-z0-9._~%!$&'()*+,=:@-]+(?:/[^\s;\[\]\x00-\x1f\x7f]*)?)?\Z")
-_ARCHIVE = (".whl", ".zip", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar")
-
-
-def requirement_fault(line: str) -> Optional[str]:
-    """Why pip (and uv) could not read ``line`` as a requirement (packaging's words), or ``None``.
-
-    Options (``-e …``, ``--hash`` after a requirement), comments, paths, URLs, archives and lines
-    with ``${VARIABLES}`` (pip expands them) are left to pip; the common PEP 508 shape
-    (:data:`SIMPLE_REQUIREMENT`) passes without importing packaging.
-    """
-    if SIMPLE_REQUIREMENT.match(line):  # most lines: nothing more to ask
-        return None
-    text = re.split(r"\s#", line, maxsplit=1)[0]  # pip: a comment starts at whitespace + '#'
-    text = re.split(r"\s+--?[A-Za-z]", text, maxsplit=1)[0].strip()  # per-requirement options
-    if (not text or text.startswith(("-", "#", ".", "/", "~")) or "${" in text or SIMPLE_REQUIREMENT.match(text)
-            or ("@" not in text and ("://" in text or "/" in text or "\\" in text or text.endswith(_ARCHIVE)))):
-        return None
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    try:
-        Requirement(text)
-    except InvalidRequirement as err:
-        hint = " (a version is pinned with ==)" if re.search(r"[^=!<>~]=[^=]", text) and ";" not in text else ""
-        return str(err).splitlines()[0] + hint
-    return None
 
 
 def unpinned_vcs(line: str) -> bool:
@@ -195,7 +158,7 @@ def validate(stage: object, plugin: str, checked_contexts: Optional[Set[Tuple[st
             raise fail("requirements", f"{line!r} holds {fault}: one requirement per line, of printable text")
         fault = requirement_fault(line)
         if fault:
-            raise fail("requirements", f"{line!r} is not a requirement pip can read: {fault}")
+            raise fail("requirements", f"{line!r} is not a line pip can read: {fault}")
         if unpinned_vcs(line):
             raise fail("requirements", f"{line!r} is a git+ requirement not pinned to a 40-hex commit "
                                        "(write …@<commit>; a branch or tag makes the image depend on when it was built)")
