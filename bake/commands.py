@@ -406,7 +406,7 @@ def wheelhouse(settings: Settings) -> int:
     out = Path(settings.output or settings.wheelhouse or "wheelhouse").absolute()
     counts = fill(specs, out, settings.python_version, locks_dir=Path(settings.locks_dir),
                   pip_args=settings.pip_args, report=lambda msg: print(f"bake-plan: {msg}", file=_informing(settings, sys.stderr)))
-    print(f"bake-plan: wheelhouse {out}: {counts['added']} wheels added, {counts['kept']} unchanged, "
+    print(f"bake-plan: wheelhouse {out}: {counted(counts['added'], 'wheel')} added, {counts['kept']} unchanged, "
           f"{counts['built']} built from sdists; build with --wheelhouse {out}")
     return 0
 

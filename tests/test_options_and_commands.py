@@ -89,6 +89,8 @@ def test_an_empty_option_value_is_one_line_naming_the_option(cli, tmp_path, args
                            "not otherhost's"),
     ("/etc/hostname", "--find-links /etc/hostname: not a directory (pip and uv read a directory of archives, "
                       "or an HTML page of links)"),
+    ("file:wheels", "--find-links file:wheels: a file: URL's path is absolute (file:///path); give a relative "
+                    "directory as a plain path"),
 ])
 def test_a_find_links_uv_cannot_read_is_one_line(cli, tmp_path, value, line):
     assert one_line(cli("lock", "--target", "jax", "--no-index", "-f", value, cwd=tmp_path)) == line
@@ -109,6 +111,7 @@ def test_a_find_links_path_that_is_not_there_is_one_line_before_anything_runs(cl
     (tmp_path / "links.html").write_text("<html></html>\n")
     wheels = tmp_path / "wheels"
     for there in ("wheels", wheels.as_uri(), f"file:{wheels}", f"file://localhost{wheels}", f"FILE://{wheels}",
+                  f"file://LOCALHOST{wheels}",
                   "links.html"):
         proc = cli(command, "--target", "nosuchtarget", "--no-index", flag, there, cwd=tmp_path)
         assert proc.returncode == 2 and "--find-links" not in proc.stderr and "nosuchtarget" in proc.stderr

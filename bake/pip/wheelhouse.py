@@ -39,6 +39,7 @@ from bake.errors import LockError, OutputError, UsageError
 from bake.owned import Record, file_sha256, kind_of, own_directory
 from bake.pip.lock import LockSpec
 from bake.plan.names import arch_of
+from bake.plan.text import counted
 
 TOOLS = ("pip>=22.2,<25.3", "pip-tools==7.4.1")
 """What the built-in ``base`` Dockerfile installs from the wheelhouse into ``/opt/pip-tools``."""
@@ -146,7 +147,7 @@ def fill(specs: Sequence[LockSpec], out: Path, python_version: Optional[str], lo
             version = python_version or spec.python or DEFAULT_PYTHON_VERSION
             for platform in spec.platforms:
                 where = f"{spec.describe()} for Python {version} on {platform}"
-                report(f"downloading {len(lines)} {'pinned ' if pinned else ''}requirements of {where}"
+                report(f"downloading {counted(len(lines), 'pinned requirement' if pinned else 'requirement')} of {where}"
                        + (f" (from {lock})" if lock else ""))
                 base = download_argv(version, platform, staging, pip_args, python)
                 _download(base, lines, pinned, staging, Path(tmp), where, runner, python, pip_args, counts)

@@ -318,10 +318,13 @@ def find_links(value: str, where: str = "--find-links") -> str:
 
         value = "file:" + rest
         parts = urllib.parse.urlsplit(value)
-        if parts.netloc not in ("", "localhost"):
+        if parts.netloc.lower() not in ("", "localhost"):
             raise UsageError(f"{where} {value}: a file: URL names this machine's files (file:///path), "
                              f"not {parts.netloc}'s")
         path = urllib.parse.unquote(parts.path)
+        if not path.startswith("/"):  # uv reads file:x as /x
+            raise UsageError(f"{where} {value}: a file: URL's path is absolute (file:///path); give a relative "
+                             "directory as a plain path")
     elif "://" in value:
         return value
     else:
