@@ -48,6 +48,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from run import Sample, _first_line, find_bake_plan, machine, median, timed
 
+from bake.pip.lock import without_pip_configuration
 from bake.pip.wheelhouse import TOOLS
 from bake.run.progress import bytes_sent
 
@@ -125,13 +126,6 @@ def family_wheelhouse(bake_plan: str, env: Dict[str, str]) -> Path:
     return house
 
 
-def _hermetic(env: Dict[str, str]) -> Dict[str, str]:
-    """``env`` without the machine's pip settings (the lock reads only the wheelhouse)."""
-    out = {k: v for k, v in env.items() if not k.startswith("PIP_")}
-    out["PIP_CONFIG_FILE"] = os.devnull
-    return out
-
-
 def wheelhouse_layer(plan_file: Path) -> Tuple[str, int]:
     """The wheelhouse's layer in the plan's ``oci-layout://DIR@sha256:…`` context: its digest
     (hex) and size in bytes, from the layout's manifest."""
@@ -167,7 +161,7 @@ class Bench:
         self.wheelhouse = family_wheelhouse(bake_plan, self.env)
         locks = tmp / "locks"
         subprocess.run([bake_plan, "lock", "--target", TARGET, "--locks-dir", str(locks), "--config", os.devnull,
-                        "--no-index", "--find-links", str(self.wheelhouse)], env=_hermetic(self.env), check=True,
+                        "--no-index", "--find-links", str(self.wheelhouse)], env=without_pip_configuration(self.env), check=True,
                        capture_output=True, timeout=900)
         self.namespace = f"{registry}/bench{uuid.uuid4().hex[:8]}"
         self.options = ["--target", TARGET, "--locked", "--locks-dir", str(locks), "--wheelhouse", str(self.wheelhouse),

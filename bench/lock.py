@@ -113,9 +113,11 @@ def wheels(set_name: str, lines: Sequence[str]) -> Path:
 def _environment(site: Path, set_name: str, python: str, caches: Path) -> Dict[str, str]:
     """The process environment without pip's or uv's settings, with the family on PYTHONPATH
     and every cache under ``caches``."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PIP_", "UV_")) and k not in ("PYTHONPATH", "XDG_CACHE_HOME")}
-    env.update(PIP_CONFIG_FILE=os.devnull, PYTHONPATH=str(site), BAKE_PLAN_LOCKBENCH_SET=set_name,
+    from bake.pip.lock import without_pip_configuration
+
+    env = {k: v for k, v in without_pip_configuration(os.environ).items()
+           if not k.startswith("UV_") and k not in ("PYTHONPATH", "XDG_CACHE_HOME")}
+    env.update(PYTHONPATH=str(site), BAKE_PLAN_LOCKBENCH_SET=set_name,
                BAKE_PLAN_LOCKBENCH_PYTHON=python,
                UV_CACHE_DIR=str(caches / "uv"), PIP_CACHE_DIR=str(caches / "pip"),
                XDG_CACHE_HOME=str(caches / "xdg"))

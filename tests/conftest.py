@@ -307,9 +307,9 @@ def make_wheel(directory: Path, name: str, version: str, requires=(), requires_p
 def hermetic_pip_env(env=None) -> dict:
     """``env`` (default the process environment) without the machine's pip settings: no PIP_*
     variables, no pip configuration files. The tests pass --no-index/--find-links themselves."""
-    out = {k: v for k, v in (os.environ if env is None else env).items() if not k.startswith("PIP_")}
-    out["PIP_CONFIG_FILE"] = os.devnull
-    return out
+    from bake.pip.lock import without_pip_configuration
+
+    return without_pip_configuration(os.environ if env is None else env)
 
 
 def _need_private_engine():

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import json
 import os
 import re
@@ -56,11 +55,11 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from bake.errors import LockConflict, LockError, OutputError, UsageError
 from bake.output import write_atomic
-from bake.owned import kind_of, not_ours, own_directory
+from bake.owned import kind_of, not_ours, own_directory, sha256
 from bake.pip import requirements as reqs
 from bake.plan.compose import Composition
 from bake.plan.names import arch_of, target_name
@@ -131,7 +130,7 @@ class LockSpec:
         """sha256 of the stages' lines (stage names and in-image text, in order): a lock made from
         other lines is out of date."""
         data = json.dumps([[line.stage, line.text] for line in self.lines], separators=(",", ":"))
-        return "sha256:" + hashlib.sha256(data.encode()).hexdigest()
+        return sha256(data.encode())
 
     @property
     def skipped(self) -> List[Line]:
@@ -503,6 +502,15 @@ def _askers(lines: Sequence[Line], project: str) -> str:
     return "; ".join(dict.fromkeys(line.who() for line in who)) or "a dependency"
 
 
+def without_pip_configuration(environ: Mapping[str, str]) -> Dict[str, str]:
+    """``environ`` with none of pip's own settings: no ``PIP_*`` variable, and ``PIP_CONFIG_FILE``
+    set to ``os.devnull``, so pip loads no configuration file (pip's docs, "Configuration"). For a
+    pip that must see only the index options it is given, as uv does."""
+    out = {key: value for key, value in environ.items() if not key.startswith("PIP_")}
+    out["PIP_CONFIG_FILE"] = os.devnull
+    return out
+
+
 def _versions(project: str, pip_args: Sequence[str]) -> str:
     """The versions of ``project`` the index options see (``pip index versions``), or ``""``.
 
@@ -510,10 +518,9 @@ def _versions(project: str, pip_args: Sequence[str]) -> str:
     configuration files nor ``PIP_*`` variables, so pip is kept from them too (``PIP_CONFIG_FILE``
     set to ``os.devnull`` loads no configuration file), or the versions would be another index's."""
     argv = [sys.executable, "-m", "pip", "index", "versions", reqs.project_name(project) or project, *pip_args]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    env["PIP_CONFIG_FILE"] = os.devnull
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, env=env)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+                              env=without_pip_configuration(os.environ))
     except (OSError, subprocess.SubprocessError):
         return ""
     found = re.search(r"Available versions: (.+)", proc.stdout)
