@@ -23,6 +23,7 @@ from pathlib import Path
 
 ENGINE_DIR = Path(os.environ.get("BAKE_PLAN_ENGINE_DIR", "/var/tmp/bake-plan-engine"))
 BIN = ENGINE_DIR / "bin"
+TEST_ENGINE = Path(__file__).resolve().parent.parent / "scripts" / "test-engine"
 
 
 def free_port() -> int:
@@ -60,6 +61,13 @@ def _stop_pid(pid: int, timeout: float = 20) -> None:
         pass
 
 
+def registry_config(addr: str, root: Path) -> str:
+    """The shared registry's configuration (``scripts/test-engine registry-config``) for another
+    address and storage root, so a private registry behaves like the shared one."""
+    return subprocess.run([str(TEST_ENGINE), "registry-config", addr, str(root)],
+                          check=True, capture_output=True, text=True).stdout
+
+
 class PrivateRegistry:
     """``docker-registry serve`` on ``127.0.0.1:<free port>`` with its own storage; images are
     named ``localhost:<port>/…`` (plain HTTP to the engine and buildx, like ``localhost:5555``)."""
@@ -69,11 +77,7 @@ class PrivateRegistry:
         self.port = free_port()
         self.name = f"localhost:{self.port}"
         self.config = root / "registry.yml"
-        self.config.write_text(
-            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
-            f"    rootdirectory: {root / 'storage'}\n  delete:\n    enabled: true\n"
-            f"http:\n  addr: 127.0.0.1:{self.port}\n"
-        )
+        self.config.write_text(registry_config(f"127.0.0.1:{self.port}", root / "storage"))
         self.process = None
 
     def up(self) -> bool:
