@@ -19,7 +19,7 @@ from typing import TextIO
 from bake.api import FORMATS as DEFAULT_FILES
 from bake.api import make_plan, render_parts
 from bake.output import write_atomic
-from bake.owned import check_replaceable
+from bake.owned import check_replaceable, undone_on_error
 from bake.plan.compose import Composition
 from bake.plan.plugins import get_plugin_manager
 from bake.plan.text import counted
@@ -151,12 +151,13 @@ def build(settings: Settings) -> int:
             print(command_line(argv))
             return 0
         reports = Reports.from_environment(settings.sitrep_dir, metadata_file)
-        reports.prepare(Path(settings.output or DEFAULT_FILES[settings.format]))
-        plan_file = write_plan(settings, composition, _informing(settings, sys.stdout))
-        sitrep = run_build(composition, Path(plan_file), reports, push=settings.push, pull=settings.pull,
-                           load=settings.load, builder=settings.builder,
-                           known_secrets=[v for v in (s.value() for s in settings.secrets) if v],
-                           progress=settings.progress, trace=trace, no_cache=settings.no_cache, probe=probe)
+        with undone_on_error(settings.sitrep_dir, metadata_file.parent):
+            reports.prepare(Path(settings.output or DEFAULT_FILES[settings.format]))
+            plan_file = write_plan(settings, composition, _informing(settings, sys.stdout))
+            sitrep = run_build(composition, Path(plan_file), reports, push=settings.push, pull=settings.pull,
+                               load=settings.load, builder=settings.builder,
+                               known_secrets=[v for v in (s.value() for s in settings.secrets) if v],
+                               progress=settings.progress, trace=trace, no_cache=settings.no_cache, probe=probe)
     finally:
         if probe is not None:  # still running when bake-plan stops early (bad input, an interrupt)
             probe.close()
@@ -226,14 +227,15 @@ def test(settings: Settings) -> int:
 
     composition = compose(settings)
     reports = TestReports.from_environment(settings.sitrep_dir)
-    reports.prepare()
     # The hint for a missing image repeats the flags that chose its tag (a configuration is read again).
     flags = "".join(f" {flag} {value}" for key, flag, value in (("registry", "--registry", settings.registry),
                                                                  ("date", "--date", settings.date))
                     if settings.where(key) == flag)
     quiet = settings.verbosity < 0  # -q: the summary line and errors only
-    tests = run_image_tests(composition, reports, local=settings.local, build_flags=flags,
-                            **({"echo": lambda line: None} if quiet else {}))
+    with undone_on_error(settings.sitrep_dir):
+        reports.prepare()
+        tests = run_image_tests(composition, reports, local=settings.local, build_flags=flags,
+                                **({"echo": lambda line: None} if quiet else {}))
     print(f"bake-plan: {tests['summary']}", file=sys.stdout if tests["outcome"] == "pass" else sys.stderr)
     return 0 if tests["outcome"] == "pass" else 1
 
@@ -404,8 +406,9 @@ def wheelhouse(settings: Settings) -> int:
     composition = compose(settings)
     specs = [spec for name in composition.requested for spec in lock_specs(composition, name)]
     out = Path(settings.output or settings.wheelhouse or "wheelhouse").absolute()
-    counts = fill(specs, out, settings.python_version, locks_dir=Path(settings.locks_dir),
-                  pip_args=settings.pip_args, report=lambda msg: print(f"bake-plan: {msg}", file=_informing(settings, sys.stderr)))
+    with undone_on_error(out):
+        counts = fill(specs, out, settings.python_version, locks_dir=Path(settings.locks_dir), pip_args=settings.pip_args,
+                      report=lambda msg: print(f"bake-plan: {msg}", file=_informing(settings, sys.stderr)))
     print(f"bake-plan: wheelhouse {out}: {counted(counts['added'], 'wheel')} added, {counts['kept']} unchanged, "
           f"{counts['built']} built from sdists; build with --wheelhouse {out}")
     return 0

@@ -21,11 +21,12 @@ files deleted elsewhere.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
 from pathlib import Path
-from typing import Dict, Iterable, Optional, Union
+from typing import Dict, Iterable, Iterator, Optional, Union
 
 from bake.errors import OutputError
 from bake.output import replace_file
@@ -155,6 +156,36 @@ def own_directory(path: Path, root: Path, why: str) -> Path:
             except OSError as err:
                 raise OutputError(f"cannot make {here} ({why}): {err.strerror or err}") from None
     return path
+
+
+@contextlib.contextmanager
+def undone_on_error(*directories: Union[str, Path]) -> Iterator[None]:
+    """Around a command's work: of ``directories`` (and their parents), those missing now are the
+    command's to make; if the block raises, each of them still empty, or holding only bake-plan's
+    :data:`RECORD`, is removed again, deepest first. So a command that stops on an error (bad
+    input, no engine, a failed download) leaves no empty directory of its own behind: a refused
+    ``--sitrep-dir a/b/c``, a wheelhouse ``-o`` nothing was added to. A directory the user made,
+    or one that now holds anything else, is kept as it is.
+    """
+    missing = []
+    for directory in directories:
+        here = Path(os.path.abspath(directory))
+        chain = []
+        while kind_of(here) is None and here.parent != here:
+            chain.append(here)
+            here = here.parent
+        missing.extend(path for path in reversed(chain) if path not in missing)
+    try:
+        yield
+    except BaseException:
+        for path in sorted(missing, key=lambda p: len(p.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                if kind_of(path) != "directory":
+                    continue
+                if os.listdir(path) == [RECORD]:
+                    (path / RECORD).unlink()
+                path.rmdir()
+        raise
 
 
 def not_ours(path: Union[str, Path], kind: Optional[str], what: str) -> OutputError:

@@ -189,6 +189,25 @@ def test_a_metadata_file_bake_plan_did_not_have_written_is_kept_and_refused(cli,
     assert (tmp_path / "notes.json").read_text() == '{"mine": true}\n'
 
 
+@pytest.mark.parametrize("command, why", [
+    (["build", "--target", "jax", "-o", "hand.hcl"], "hand.hcl: bake-plan did not write this file"),
+    (["build", "--target", "jax"], "cannot reach a Docker engine"),
+    (["test", "--target", "jax"], "cannot reach a Docker engine"),
+])
+def test_a_command_stopped_by_an_error_leaves_no_directory_it_made(cli, tmp_path, command, why):
+    """``--sitrep-dir a/b/c`` and the metadata file's directory are made before the plan is
+    written and the engine asked; a refusal there removes them again (``bake.owned.undone_on_error``),
+    and a directory the user made is kept."""
+    (tmp_path / "hand.hcl").write_text("# the user's own bake file\n")
+    (tmp_path / "mine").mkdir()
+    proc = cli(*command, "--sitrep-dir", "a/b/c", *(["--metadata-file", "m/n/meta.json"] if command[0] == "build" else []),
+               cwd=tmp_path, env=NO_ENGINE)
+    assert proc.returncode == 2 and why in one_line(proc), proc.stderr
+    assert not (tmp_path / "a").exists() and not (tmp_path / "m").exists()
+    again = cli(*command, "--sitrep-dir", "mine", cwd=tmp_path, env=NO_ENGINE)
+    assert again.returncode == 2 and (tmp_path / "mine").is_dir()
+
+
 def test_reports_bake_plan_wrote_are_removed_and_a_changed_one_is_kept(tmp_path):
     from bake.owned import Record
     from bake.run.build import Reports

@@ -238,14 +238,19 @@ def test_wheelhouse_takes_the_lock_when_there_is_one(cli, make_plugin, tmp_path,
     assert (out / "alpha-1.0-py3-none-any.whl").exists() and not (out / "alpha-2.0-py3-none-any.whl").exists()
 
 
-def test_a_package_pip_cannot_find_is_one_line_exit_1(cli, make_plugin, tmp_path, index):
+@pytest.mark.parametrize("made_by_the_user", [False, True])
+def test_a_package_pip_cannot_find_is_one_line_exit_1(cli, make_plugin, tmp_path, index, made_by_the_user):
     site = make_plugin(WH_PLUGIN.replace('requirements=("alpha<2",)', 'requirements=("nosuch==1.0",)'))
-    proc = _wheelhouse(cli, site, tmp_path, index, "--target", "wh-leaf", "-o", str(tmp_path / "wh"))
+    if made_by_the_user:
+        (tmp_path / "wh" / "x").mkdir(parents=True)
+    proc = _wheelhouse(cli, site, tmp_path, index, "--target", "wh-leaf", "-o", str(tmp_path / "wh" / "x"))
     assert proc.returncode == 1, proc.stderr
     error = [line for line in proc.stderr.splitlines() if line.startswith("bake-plan: error:")]
     assert len(error) == 1 and "Traceback" not in proc.stderr
     assert "'wh-leaf' (linux/amd64) for Python 3.11 on linux/amd64" in error[0] and "nosuch" in error[0]
-    assert not list((tmp_path / "wh").glob("*.whl"))
+    # a failed wheelhouse leaves no directory it made (bake.owned.undone_on_error); the user's stays, empty
+    assert (tmp_path / "wh").exists() is made_by_the_user
+    assert not made_by_the_user or list((tmp_path / "wh" / "x").iterdir()) == []
 
 
 @pytest.mark.parametrize("version", ["3", "3.11.2", "py311", ""])
