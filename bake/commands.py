@@ -131,13 +131,11 @@ def build(settings: Settings) -> int:
     build nothing and leave the reports alone (only the metadata file's directory is made).
     :returns: 0 every target built, 1 a target failed, 130 interrupted."""
     from bake.run.build import Reports, bake_argv, run_build
-    from bake.run.engine import EngineProbe, buildx_version, command_line
+    from bake.run.engine import EngineProbe, buildx_version, command_line, show_commands
 
-    trace = _tracing(settings)
+    show_commands(_tracing(settings))
     probe = None
     if not settings.dry_run:  # `docker info` answers while the plugins load and the plan is made
-        if trace:
-            trace(command_line(EngineProbe.ARGV))
         probe = EngineProbe()
     try:
         composition = compose(settings)
@@ -157,7 +155,7 @@ def build(settings: Settings) -> int:
             sitrep = run_build(composition, Path(plan_file), reports, push=settings.push, pull=settings.pull,
                                load=settings.load, builder=settings.builder,
                                known_secrets=[v for v in (s.value() for s in settings.secrets) if v],
-                               progress=settings.progress, trace=trace, no_cache=settings.no_cache, probe=probe)
+                               progress=settings.progress, no_cache=settings.no_cache, probe=probe)
     finally:
         if probe is not None:  # still running when bake-plan stops early (bad input, an interrupt)
             probe.close()
@@ -179,11 +177,9 @@ def publish(settings: Settings) -> int:
     as_json = settings.format == "json"
     lines = sys.stderr if as_json else sys.stdout
     digests: dict = {}  # per-arch ref → digest, from the one existence check of each
-    trace = _tracing(settings)
+    engine.show_commands(_tracing(settings))
 
     def exists(ref: str) -> bool:
-        if trace:
-            trace(engine.command_line(engine.imagetools_inspect_command(ref)))
         digests[ref] = engine.image_digest(ref)
         return digests[ref] is not None
 
@@ -193,11 +189,6 @@ def publish(settings: Settings) -> int:
         if as_json:
             digests[manifest.tag] = engine.image_digest(manifest.tag)
 
-    def create(tag: str, sources) -> None:
-        if trace:
-            trace(engine.command_line(engine.imagetools_create_command(tag, sources)))
-        engine.create_manifest(tag, sources)
-
     if settings.dry_run:  # check, list with the command that would make each, create nothing
         missing = missing_sources(wanted, exists)
         for manifest in ([] if missing else wanted):
@@ -206,7 +197,7 @@ def publish(settings: Settings) -> int:
                   f"  {engine.command_line(engine.imagetools_create_command(manifest.tag, manifest.sources))}",
                   file=lines, flush=True)
     else:
-        missing = publish_all(wanted, exists, create, on_created=report)
+        missing = publish_all(wanted, exists, engine.create_manifest, on_created=report)
     if as_json:
         write_atomic("-", json.dumps(publish_report(wanted, digests, missing, settings.dry_run), indent=2) + "\n",
                      what="the publish report")
@@ -223,8 +214,10 @@ def test(settings: Settings) -> int:
     """``bake-plan test``: run the requested stages' image tests in their final images, per
     platform, and add the outcomes to the sitrep. :returns: 0 every test passed (or none is
     declared), 1 a test failed; a missing image or engine raises (exit 2, nothing ran)."""
+    from bake.run.engine import show_commands
     from bake.run.imagetest import TestReports, run_image_tests
 
+    show_commands(_tracing(settings))
     composition = compose(settings)
     reports = TestReports.from_environment(settings.sitrep_dir)
     # The hint for a missing image repeats the flags that chose its tag (a configuration is read again).

@@ -88,6 +88,13 @@ def test_no_privileges_prompt_and_the_same_command_without_the_grants_is_refused
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "requesting privileges" not in proc.stderr and "--allow" not in proc.stderr.split("running:", 1)[0]
     ran = next(line for line in proc.stderr.splitlines() if line.startswith("bake-plan: running: docker buildx bake"))
+    # -v shows every docker command, each one shell line starting with docker: the engine probe,
+    # the bake, and the registry's answers for the pushed sizes (python-on-whales' calls)
+    shown = [line.removeprefix("bake-plan: running: ") for line in proc.stderr.splitlines()
+             if line.startswith("bake-plan: running: ")]
+    assert shown[0] == "docker info --format '{{json .}}'", shown
+    assert all(shlex.split(line)[0] == "docker" for line in shown), shown
+    assert any(line.startswith("docker buildx imagetools inspect --raw ") for line in shown), shown
     argv = shlex.split(ran.removeprefix("bake-plan: running: "))
     granted = sorted(w.removeprefix("--allow=fs.read=") for w in argv if w.startswith("--allow="))
     assert granted == sorted([str(family.context), str(family.secret)])  # the context and the secret file, no more

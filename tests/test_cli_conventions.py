@@ -282,3 +282,31 @@ def test_a_plan_beside_another_file_buildx_reads_by_default_is_written_with_a_wa
     assert ("bake-plan: warning: docker-bake.hcl is here too: `docker buildx bake` without --file reads it "
             "together with docker-bake.json; build with --file docker-bake.json, or move it away") in second.stderr
     assert (tmp_path / "docker-bake.json").is_file()
+
+
+# --- -v: every docker command ----------------------------------------------------------------------
+
+@pytest.mark.skipif(shutil.which("docker") is None and not CI, reason="needs the docker CLI")
+def test_verbose_shows_each_python_on_whales_call_as_its_docker_line():
+    """``bake.run.engine.show_commands`` shows python-on-whales' calls as the docker command they
+    run (its ``Running command:`` log), without the ``timeout(1)`` put in front of registry calls;
+    the same words ``publish --dry-run`` prints, and nothing once it is turned off."""
+    from bake.errors import BakePlanError
+    from bake.run import engine
+
+    shown = []
+    ref = "127.0.0.1:9/nowhere/image:tag"  # nothing listens on port 9: refused at once
+    engine.show_commands(shown.append)
+    try:
+        with pytest.raises(BakePlanError):
+            engine.image_digest(ref, timeout_s=30)
+        with pytest.raises(BakePlanError):
+            engine.create_manifest(f"{ref}-all", [f"{ref}-amd64", f"{ref}-arm64"], timeout_s=30)
+    finally:
+        engine.show_commands(None)
+    assert shown == [engine.command_line(engine.imagetools_inspect_command(ref)),
+                     engine.command_line(engine.imagetools_create_command(f"{ref}-all", [f"{ref}-amd64", f"{ref}-arm64"]))]
+    assert shown[0] == f"docker buildx imagetools inspect --format '{{{{json .Manifest}}}}' {ref}"
+    with pytest.raises(BakePlanError):
+        engine.image_digest(ref, timeout_s=30)
+    assert len(shown) == 2

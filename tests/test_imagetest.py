@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import shlex
 import subprocess
 import uuid
 from pathlib import Path
@@ -356,13 +357,19 @@ def test_tests_run_on_both_arches_and_the_sitrep_shows_each(engine, it):
     leftover = engine.docker("ps", "-a", "--filter", "name=bake-plan-test-", "--format", "{{.Names}}").stdout.split()
     assert leftover == [], "every test container is removed, the timed-out one too"
 
-    proc = it("test")
+    proc = it("test", "-v")
     assert proc.returncode == 0, proc.stderr[-3000:]
     report, badge, _ = _report(it.tmp / "sitrep")
     assert [(r["platform"], r["test"], r["outcome"]) for r in report["tests"]["results"]] == [
         ("linux/amd64", "cooked", "pass"), ("linux/arm64", "cooked", "pass"), ("linux/arm64", "arm64 only", "pass")]
     assert badge["message"] == "3/3 passed" and badge["color"] == "brightgreen"
     assert "bake-plan: it-root tests: 3/3 passed" in proc.stdout
+    # -v: each test's docker run, one shell line, runs as shown (another container name: it is unique)
+    runs = [shlex.split(line.removeprefix("bake-plan: running: ")) for line in proc.stderr.splitlines()
+            if line.startswith("bake-plan: running: docker run ")]
+    assert len(runs) == 3 and {argv[argv.index("--platform") + 1] for argv in runs} == {"linux/amd64", "linux/arm64"}
+    again = [w.replace("bake-plan-test-", "bake-plan-again-") for w in runs[0]]
+    assert subprocess.run(again, capture_output=True, timeout=300).returncode == 0, again
 
     # A new build: the old tests ran on the old images, so their badge and block go.
     proc = it("build", "--push")

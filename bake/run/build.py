@@ -10,7 +10,7 @@ import stat
 import sys
 import tempfile
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from bake.errors import OutputError, RunError
 from bake.owned import Record
@@ -177,7 +177,6 @@ def run_build(
     no_cache: bool = False,
     known_secrets: Sequence[str] = (),
     progress: str = "plain",
-    trace: Optional[Callable[[str], None]] = None,
     probe: Optional[engine.EngineProbe] = None,
 ) -> dict:
     """Build the plan's ``default`` group (every target of the chain, so meal kits are tagged and
@@ -196,8 +195,7 @@ def run_build(
     sitrep is whole in every mode; ``progress`` (buildx's words) only picks what stderr shows:
     ``plain`` plain-progress lines, ``quiet`` only errors, ``tty`` one live status line
     (:class:`bake.run.progress.LiveConsole`), ``rawjson`` buildx's JSON lines as they came
-    (redacted), ``auto`` tty on a terminal, else plain. ``trace`` receives the buildx command line
-    before it runs (``-v``); ``no_cache`` passes buildx's ``--no-cache`` (every step runs again);
+    (redacted), ``auto`` tty on a terminal, else plain. ``no_cache`` passes buildx's ``--no-cache`` (every step runs again);
     ``probe``: the engine probe the caller started before planning (else one is started here).
 
     Around buildx this asks the engine one thing: ``docker info``, before it. Each target's
@@ -228,8 +226,6 @@ def run_build(
     built = composition.plan["group"][DEFAULT_GROUP]["targets"]
     argv = bake_argv(composition, plan_file, reports.metadata_file, push=push, load=load, pull=pull, builder=builder,
                      buildx=buildx, no_cache=no_cache)
-    if trace is not None:
-        trace(engine.command_line(argv))
     mode = console_mode(progress, sys.stderr.isatty())
 
     def show(line: str) -> None:

@@ -148,6 +148,66 @@ def command_line(argv: Sequence[str]) -> str:
     return " ".join(shell_word(word) for word in ("docker", *argv))
 
 
+_show: Optional[Callable[[str], None]] = None
+
+
+def show_commands(show: Optional[Callable[[str], None]]) -> None:
+    """``-v``: pass every docker command this module runs to ``show``, as :func:`command_line`
+    gives it, just before it runs; ``None`` stops that.
+
+    Two ways cover every call: the commands run here through :mod:`subprocess` (the engine probe,
+    the bake) are shown by :func:`_running`, and every python-on-whales call (``imagetools``,
+    ``buildx inspect``, ``docker run``…) through python-on-whales' own log: ``python_on_whales.utils``
+    logs ``Running command: <the words>`` at DEBUG before each one (python-on-whales 0.80+). The
+    ``timeout(1)`` bake-plan puts in front of registry calls (:func:`_registry_docker`) is left out
+    of the line: what is shown is the docker command.
+    """
+    global _show
+    was, _show = _show, show
+    if show is None and was is None:
+        return  # nothing to undo (and no logging import on a build's path)
+    import logging
+
+    logger = logging.getLogger("python_on_whales.utils")
+    for handler in [h for h in logger.handlers if h.get_name() == _COMMAND_LOG]:
+        logger.removeHandler(handler)
+    if show is None:
+        return
+
+    class CommandLog(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            message = record.getMessage()
+            if message.startswith("Running command: "):
+                import shlex
+
+                line = _shown_command(shlex.split(message[len("Running command: "):]))
+                if line is not None:
+                    show(line)
+
+    handler = CommandLog(logging.DEBUG)
+    handler.set_name(_COMMAND_LOG)
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+
+
+_COMMAND_LOG = "bake-plan: docker commands"  # the name of show_commands' handler, to replace it
+
+
+def _running(argv: Sequence[str]) -> None:
+    """Show ``docker ARGV`` (:func:`show_commands`) before this module runs it itself."""
+    if _show is not None:
+        _show(command_line(argv))
+
+
+def _shown_command(words: Sequence[str]) -> Optional[str]:
+    """The docker command in python-on-whales' words (``[timeout …] docker ARGV``) as
+    :func:`command_line` gives it; ``None`` when they hold no docker command."""
+    words = list(words)
+    while words and os.path.basename(words[0]) != DOCKER:
+        words.pop(0)  # timeout(1) and its arguments
+    return command_line(words[1:]) if words else None
+
+
 def bake(
     argv: Sequence[str],
     metadata_file: Path,
@@ -176,6 +236,7 @@ def bake(
     """
     progress = ProgressReader(plan, sole_target, console, only_errors=only_errors)
     interrupted = False
+    _running(argv)
     try:
         proc = subprocess.Popen([DOCKER, *argv], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT)
@@ -369,7 +430,7 @@ class EngineProbe:
     """
 
     ARGV = ("info", "--format", "{{json .}}")
-    """The arguments after ``docker`` (``-v`` prints them)."""
+    """The arguments after ``docker``."""
 
     def __init__(self) -> None:
         self._missing: Optional[str] = None
@@ -377,6 +438,7 @@ class EngineProbe:
         self._read = False
         self.reason = ""
         """Why the engine did not answer, in the docker CLI's words (its last line), or a timeout."""
+        _running(self.ARGV)
         try:
             self._proc: Optional[subprocess.Popen] = subprocess.Popen(
                 [DOCKER, *self.ARGV], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -632,9 +694,10 @@ def create_manifest(tag: str, sources: Sequence[str], timeout_s: float = REGISTR
     :raises RegistryError: the registry refused it or did not answer in time.
     """
     from python_on_whales import DockerException
+    from python_on_whales.utils import run
 
-    try:
-        _registry_docker(timeout_s).buildx.imagetools.create(sources=list(sources), tags=[tag])
+    try:  # the very words publish --dry-run prints
+        run(_registry_docker(timeout_s).docker_cmd + imagetools_create_command(tag, sources))
     except DockerException as err:
         _raise_if_unanswered(err, f"imagetools create {tag} failed", tag, timeout_s)
         raise RegistryError(f"imagetools create {tag} failed: {_last_line(err)}") from None
@@ -682,6 +745,9 @@ def run_in_image(ref: str, platform: str, argv: Sequence[str], timeout_s: float,
     tail: "collections.deque[str]" = collections.deque(maxlen=keep)
     code = 0
     started = time.monotonic()
+    # python-on-whales logs no streamed call (show_commands): this is the same run, in docker's words
+    _running(["run", "--rm", "--pull", "never", "--network", "none", "--name", name, "--platform", platform, ref,
+              *argv])
     try:
         for _source, raw in client.run(ref, list(argv), name=name, platform=platform, pull="never", remove=True,
                                        networks=["none"], stream=True):
