@@ -180,6 +180,46 @@ def test_build_without_an_engine_is_one_line(cli, tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+# Where the docker CLI looks for plugins besides $DOCKER_CONFIG/cli-plugins (docker/cli's
+# pluginmanager defaults on Linux).
+SYSTEM_PLUGIN_DIRS = ["/usr/local/lib/docker/cli-plugins", "/usr/local/libexec/docker/cli-plugins",
+                      "/usr/lib/docker/cli-plugins", "/usr/libexec/docker/cli-plugins"]
+
+
+def _without_buildx(cli, tmp_path, *args):
+    """Run bake-plan with a docker CLI that finds no buildx: its plugin directories hidden under
+    empty ones in a mount namespace of its own (``unshare --mount``, root only), the real CLI."""
+    empty = tmp_path / "no-plugins"
+    (empty / "config").mkdir(parents=True)
+    masks = " ".join(f'[ -d {d} ] && mount --bind {empty} {d};' for d in SYSTEM_PLUGIN_DIRS)
+    probe = subprocess.run(["unshare", "--mount", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("unshare --mount needs root")
+    from conftest import console_script
+
+    env = dict(os.environ, DOCKER_CONFIG=str(empty / "config"))
+    return subprocess.run(["unshare", "--mount", "sh", "-c", f'{masks} exec "$@"', "sh", str(console_script()), *args],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("args", [
+    ["build", "--target", "jax", "--sitrep-dir", "s/r"],
+    ["build", "--target", "jax", "--builder", "default"],
+    ["publish", "--target", "jax"],
+])
+def test_a_docker_cli_without_buildx_is_one_line_exit_2(cli, engine, tmp_path, args):
+    """The docker CLI answers but has no buildx: one line saying so, exit 2, not a failed build of
+    every target in docker's own "Run 'docker --help'" (``bake.run.engine.NO_BUILDX``)."""
+    from bake.run.engine import NO_BUILDX
+
+    proc = _without_buildx(cli, tmp_path, *args)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == f"bake-plan: error: {NO_BUILDX}"
+    assert "Traceback" not in proc.stderr and "docker --help" not in proc.stderr
+    assert not (tmp_path / "s").exists()  # no sitrep of a build that never started
+    assert subprocess.run(["docker", "buildx", "version"], capture_output=True).returncode == 0, "hidden only in there"
+
+
 BUILTIN_BASES = [
     "nvidia/cuda:12.2.0-devel-ubuntu22.04",
     "us-central1-docker.pkg.dev/tpu-pytorch-releases/docker/development:3.8_cuda_12.1",

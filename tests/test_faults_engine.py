@@ -68,7 +68,10 @@ def test_refused_push_fails_the_build_and_a_rerun_pushes_every_tag_once(cli, eng
     first = _sitrep(tmp_path / "first")
     assert first["outcome"] == "fail"
     assert "failed to push" in first["error"] and "connection refused" in first["error"]
-    assert {t["outcome"] for t in first["targets"].values()} == {"fail"}
+    # Every push is refused; a target whose export buildx cancelled (another push failed first) is
+    # "not built" rather than "fail", as the sitrep says of cancelled targets: which ones is timing.
+    outcomes = {t["outcome"] for t in first["targets"].values()}
+    assert "fail" in outcomes and outcomes <= {"fail", "not built"}, first["targets"]
     assert proc.stderr.strip().splitlines()[-1].startswith("bake-plan: mx-leaf build: failed: ")
 
     registry.start()

@@ -232,7 +232,7 @@ def bake(
     is sent SIGINT so it cancels its builds instead of running on as an orphan, and the run comes
     back with ``interrupted`` set.
 
-    :raises EngineError: the docker CLI is missing (the build never started).
+    :raises EngineError: the docker CLI or its buildx plugin is missing (the build never started).
     """
     progress = ProgressReader(plan, sole_target, console, only_errors=only_errors)
     interrupted = False
@@ -243,14 +243,31 @@ def bake(
     except OSError as err:
         raise EngineError(f"the docker CLI was not found: {err}") from None
     text: Deque[str] = collections.deque(maxlen=20)  # buildx's last own lines, for its error
+    # Lines before buildx's first progress line are held: when the docker CLI refuses the command
+    # itself (no buildx plugin), its usage text is not shown above the one line that says so.
+    held: Optional[List[str]] = []
+
+    def show(line: str) -> None:
+        if raw is not None:
+            raw(line)
+        progress.feed(line)
+
+    def release() -> None:
+        nonlocal held
+        for early in held or ():
+            show(early)
+        held = None
+
     try:
         for chunk in proc.stdout:
             line = chunk.decode(errors="replace")
-            if raw is not None:
-                raw(line)
             if not line.startswith("{"):
                 text.append(line)
-            progress.feed(line)
+            if held is not None and not line.startswith("{"):
+                held.append(line)
+                continue
+            release()
+            show(line)
         returncode = proc.wait()
     except KeyboardInterrupt:
         interrupted, returncode = True, 130
@@ -258,6 +275,9 @@ def bake(
         progress.last_error = "interrupted: buildx was told to cancel"
     finally:
         proc.stdout.close()
+    if returncode and not interrupted and held is not None:  # no progress: docker may have refused it
+        _require_buildx_plugin("".join(text))
+    release()
     if returncode and not progress.last_error:
         progress.last_error = last_text_line("".join(text))
 
@@ -286,6 +306,7 @@ def print_plan(plan_file: Path, targets: Sequence[str]) -> dict:
     try:
         return docker.buildx.bake(targets=list(targets), files=[str(plan_file)], print=True)
     except DockerException as err:
+        _require_buildx_plugin(err.stderr or "")
         raise EngineError(f"buildx bake --print {plan_file}: {last_text_line(err.stderr or '') or err}") from None
     except (FileNotFoundError, ClientNotFoundError) as err:
         raise EngineError(f"the docker CLI was not found: {err}") from None
@@ -586,6 +607,7 @@ def check_builder(name: str) -> None:
     try:
         docker.buildx.inspect(name)
     except DockerException as err:
+        _require_buildx_plugin(err.stderr or "")
         try:
             known = ", ".join(b.name for b in docker.buildx.list())
         except DockerException:
@@ -632,6 +654,33 @@ def require_attestation_store(plan: dict, load: bool, builder: Optional[str],
                      "a docker-container builder (--builder)")
 
 
+NO_BUILDX = ("the docker CLI has no buildx plugin ('docker buildx' is not a docker command): install buildx "
+             "(Debian's docker-buildx, Docker's docker-buildx-plugin), or put docker-buildx in ~/.docker/cli-plugins")
+"""The line for a docker CLI without buildx (exit 2: nothing could be built, checked or published)."""
+
+
+def _require_buildx_plugin(said: str) -> None:
+    """After a buildx command failed, saying ``said`` (its stderr): :raises EngineError:
+    (:data:`NO_BUILDX`) the docker CLI has no buildx plugin.
+
+    The docker CLI itself refused the command when ``said`` ends in ``Run 'docker --help'`` (buildx
+    names its own subcommand there). It then does not always say why: it reads the flags of a
+    command it does not know as its own (``unknown flag: --format``). So a bare ``docker buildx
+    version`` is asked; without buildx it says ``unknown command: docker buildx`` (docker 25+) or
+    ``'buildx' is not a docker command`` (before).
+    """
+    if "'docker --help'" not in said:
+        return
+    try:
+        proc = subprocess.run([DOCKER, "buildx", "version"], stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return
+    if proc.returncode and ("unknown command: docker buildx" in proc.stderr
+                            or "'buildx' is not a docker command" in proc.stderr):
+        raise EngineError(NO_BUILDX)
+
+
 def _last_line(err) -> str:
     lines = (getattr(err, "stderr", None) or str(err)).strip().splitlines()
     return lines[-1].removeprefix("ERROR: ").strip() if lines else ""
@@ -644,6 +693,7 @@ def _raise_if_unanswered(err, what: str, ref: str, timeout_s: float) -> None:
         raise EngineError("the docker CLI was not found") from None
     if err.return_code == _TIMED_OUT:
         raise RegistryError(f"{what}: the registry {_registry_of(ref)} did not answer within {timeout_s:g} s") from None
+    _require_buildx_plugin(err.stderr or "")
 
 
 def image_exists(ref: str, timeout_s: float = REGISTRY_TIMEOUT_S) -> bool:
