@@ -124,6 +124,14 @@ def test_a_plugin_installed_or_removed_is_seen_by_the_next_run_despite_the_cache
     (dist / "entry_points.txt").write_text("[bake_plan]\n")
     stages, scanned = _plan_imports(tmp_path, cache, [site])
     assert "cached-two" not in stages and "cached-one" in stages and scanned
+    assert _plan_imports(tmp_path, cache, [site]) == (stages, False)
+    # ... and added back in place, to a distribution that now gives none (`setup.py egg_info`
+    # rewrites an egg-info's entry_points.txt so): every entry_points.txt on sys.path is stamped
+    directory_times = os.stat(dist).st_atime_ns, os.stat(dist).st_mtime_ns
+    (dist / "entry_points.txt").write_text("[console_scripts]\nx = y\n[bake_plan]\ncached-two = bake_plan_second\n")
+    os.utime(dist, ns=directory_times)
+    stages, scanned = _plan_imports(tmp_path, cache, [site])
+    assert {"cached-one", "cached-two"} <= stages and scanned
     # another PYTHONPATH is another sys.path
     stages, scanned = _plan_imports(tmp_path, cache)
     assert "cached-one" not in stages and scanned
@@ -145,6 +153,17 @@ def test_an_unwritable_cache_directory_is_no_error(tmp_path):
     blocker.write_text("a file where the cache directory would be")
     stages, scanned = _plan_imports(tmp_path, blocker)
     assert "jax" in stages and scanned
+
+
+def test_a_home_directory_that_is_not_there_gets_no_cache(tmp_path):
+    """``HOME=/nonexistent`` (a service user's) and no ``XDG_CACHE_HOME``: no cache, nothing made there."""
+    home = tmp_path / "nonexistent" / "home"
+    env = {k: v for k, v in os.environ.items() if k != "XDG_CACHE_HOME"}
+    env["HOME"] = str(home)
+    proc = subprocess.run([sys.executable, "-c", "import sys; from bake.cli import main; sys.exit(main(['stages']))"],
+                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    assert proc.returncode == 0 and "jax" in proc.stdout, proc.stderr
+    assert not (tmp_path / "nonexistent").exists()
 
 
 def _config(where, plugins_line: str):

@@ -8,12 +8,14 @@ with a stamp of what it was read from, and a later run whose stamp is the same t
 without importing :mod:`importlib.metadata`.
 
 The stamp: the interpreter, ``sys.path`` in order, and the ``stat`` (device, inode, size, mtime in
-ns) of each of its entries and of each ``entry_points.txt`` that gave a ``bake_plan`` entry point.
+ns) of each of its entries, of each ``entry_points.txt`` that gave a ``bake_plan`` entry point and
+of every ``*.dist-info``/``*.egg-info`` ``entry_points.txt`` in a ``sys.path`` directory.
 ``pip install``/``uninstall`` (also ``-e``, ``--target`` a directory on ``PYTHONPATH``) adds or
-removes a ``*.dist-info`` directory, which changes its ``sys.path`` entry's mtime; editing a
-plugin's ``entry_points.txt`` changes that file's. Any difference, an unreadable or foreign file,
-or no cache directory, means one scan through :mod:`importlib.metadata`, as without a cache; a
-cache that cannot be written is skipped silently.
+removes a ``*.dist-info`` directory, which changes its ``sys.path`` entry's mtime; editing an
+``entry_points.txt`` in place (``setup.py egg_info``) changes that file's. Any difference, an
+unreadable or foreign file, or no cache directory (no ``$XDG_CACHE_HOME`` and no home directory:
+nothing is made) means one scan through :mod:`importlib.metadata`, as without a cache; a cache
+that cannot be written is skipped silently.
 """
 
 from __future__ import annotations
@@ -94,9 +96,10 @@ def _scan() -> List[EntryPoint]:
 def _cache_file() -> Optional[str]:
     base = os.environ.get("XDG_CACHE_HOME", "")
     if not os.path.isabs(base):  # the XDG spec: a relative path is invalid and ignored
-        base = os.path.join(os.path.expanduser("~"), ".cache")
-    if not os.path.isabs(base):  # no home directory to speak of
-        return None
+        home = os.path.expanduser("~")
+        if not os.path.isabs(home) or not os.path.isdir(home):  # HOME=/nonexistent (a service user): no cache
+            return None
+        base = os.path.join(home, ".cache")
     interpreter = f"{zlib.crc32(os.fsencode(sys.executable)):08x}"  # one file per interpreter (venv)
     return os.path.join(base, "bake-plan", f"entry-points-{interpreter}.json")
 
@@ -109,8 +112,23 @@ def _stamp(sources: Sequence[Optional[str]]) -> list:
             return None
         return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
 
-    return [sys.executable, [[entry, stat(entry)] for entry in sys.path],
-            [[source, stat(source)] for source in sources if source]]
+    files = dict.fromkeys([*(source for source in sources if source), *_metadata_files()])
+    return [sys.executable, [[entry, stat(entry)] for entry in sys.path], [[file, stat(file)] for file in files]]
+
+
+def _metadata_files() -> List[str]:
+    """The ``entry_points.txt`` of every ``*.dist-info`` and ``*.egg-info`` directly in a
+    ``sys.path`` directory, where :mod:`importlib.metadata` looks, whether it is there or not: one
+    rewritten in place (``setup.py egg_info`` does) changes no directory's mtime."""
+    out = []
+    for entry in sys.path:
+        try:
+            names = sorted(os.listdir(entry or "."))
+        except OSError:  # not a directory (a zip is stamped as a sys.path entry) or gone
+            continue
+        out += [os.path.join(entry, name, "entry_points.txt") for name in names
+                if name.endswith((".dist-info", ".egg-info"))]
+    return out
 
 
 def _read(path: Optional[str]) -> Optional[List[EntryPoint]]:
