@@ -100,3 +100,29 @@ def bake_plan_stages():
     assert last.startswith("bake-plan: error: the build ran (lost build: 1 target built), but cannot "
                            "append to $GITHUB_STEP_SUMMARY") and last.endswith("No space left on device"), last
     assert json.loads((tmp_path / "sitrep" / "sitrep.json").read_text())["outcome"] == "pass"
+
+
+def test_the_sizes_of_pushed_images_are_asked_at_once():
+    """After a build with --push, each pushed image's size is asked of the registry (a docker CLI
+    run each); they are asked side by side, not one after another: here two questions must be
+    open at once (a barrier of two), or the test stops at the barrier's timeout."""
+    import threading
+
+    from bake.run.build import _asked_at_once
+
+    refs = [f"r/x{i}@sha256:{i}" for i in range(6)]
+    barrier = threading.Barrier(2, timeout=30)
+    asked = []
+
+    def fetch(ref):
+        asked.append(ref)
+        barrier.wait()
+        return {"linux/amd64": len(ref)}
+
+    def report(sizes):
+        return {ref: sizes(ref) for ref in refs}
+
+    sizes = _asked_at_once(report, fetch)
+    assert report(sizes) == {ref: {"linux/amd64": len(ref)} for ref in refs}
+    assert sorted(asked) == sorted(refs), "each asked once"
+    assert _asked_at_once(lambda sizes: {}, fetch)("r/x0@sha256:0") == {}

@@ -243,11 +243,15 @@ def run_build(
             live.close()
     label = f"{', '.join(composition.requested)} build"
     interrupted = run.interrupted
+
+    def report_with(sizes):
+        return _sitrep(composition, label, run, known_secrets, sizes)
+
     try:
-        report = _sitrep(composition, label, run, known_secrets, engine.pushed_sizes if push else (lambda ref: {}))
+        report = report_with(_asked_at_once(report_with, engine.pushed_sizes) if push else lambda ref: {})
     except KeyboardInterrupt:  # stopped while asking the registry for sizes: report without them
         interrupted = True
-        report = _sitrep(composition, label, run, known_secrets)
+        report = report_with(lambda ref: {})
     with _interrupts_held():
         report = _finish(report, interrupted, label, reports, known_secrets)
     return report
@@ -286,6 +290,28 @@ def _interrupts_held():
             signal.signal(number, handler)
     if held:
         raise KeyboardInterrupt
+
+
+SIZE_QUERIES = 8
+"""How many pushed images' sizes are asked of the registry at once (each is a docker CLI run)."""
+
+
+def _asked_at_once(report, fetch):
+    """``fetch`` (``ref`` → sizes, :func:`bake.run.engine.pushed_sizes`) for every ref ``report``
+    (a function of such a lookup) asks for, :data:`SIZE_QUERIES` at a time rather than one after
+    another; :returns: the lookup of the answers. A dry ``report`` first tells which refs."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    wanted: List[str] = []
+    report(lambda ref: wanted.append(ref) or {})
+    if not wanted:
+        return lambda ref: {}
+    pool = ThreadPoolExecutor(max_workers=min(SIZE_QUERIES, len(wanted)))
+    try:
+        answers = dict(zip(wanted, pool.map(fetch, wanted)))
+    finally:  # an interrupt does not wait for the questions not yet asked
+        pool.shutdown(wait=False, cancel_futures=True)
+    return lambda ref: answers.get(ref, {})
 
 
 def _sitrep(composition: Composition, label: str, run: engine.BakeRun, known: Sequence[str],
