@@ -195,8 +195,9 @@ def run_build(
     sitrep is whole in every mode; ``progress`` (buildx's words) only picks what stderr shows:
     ``plain`` plain-progress lines, ``quiet`` only errors, ``tty`` one live status line
     (:class:`bake.run.progress.LiveConsole`), ``rawjson`` buildx's JSON lines as they came
-    (redacted), ``auto`` tty on a terminal, else plain. ``no_cache`` passes buildx's ``--no-cache`` (every step runs again);
-    ``probe``: the engine probe the caller started before planning (else one is started here).
+    (redacted), ``auto`` tty on a terminal, else plain. ``no_cache`` passes buildx's ``--no-cache``
+    (every step runs again); ``probe``: the engine probe the caller started before planning (else
+    one is started here). Under ``-v`` the commands are shown by :func:`bake.run.engine.show_commands`.
 
     Around buildx this asks the engine one thing: ``docker info``, before it. Each target's
     ``duration_s`` comes from buildx's progress (:meth:`bake.run.progress.ProgressReader.durations`).

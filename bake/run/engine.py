@@ -663,7 +663,7 @@ def _require_buildx_plugin(said: str) -> None:
     """After a buildx command failed, saying ``said`` (its stderr): :raises EngineError:
     (:data:`NO_BUILDX`) the docker CLI has no buildx plugin.
 
-    The docker CLI itself refused the command when ``said`` ends in ``Run 'docker --help'`` (buildx
+    The docker CLI itself refused the command when ``said`` holds ``Run 'docker --help'`` (buildx
     names its own subcommand there). It then does not always say why: it reads the flags of a
     command it does not know as its own (``unknown flag: --format``). So a bare ``docker buildx
     version`` is asked; without buildx it says ``unknown command: docker buildx`` (docker 25+) or
@@ -671,6 +671,7 @@ def _require_buildx_plugin(said: str) -> None:
     """
     if "'docker --help'" not in said:
         return
+    _running(["buildx", "version"])
     try:
         proc = subprocess.run([DOCKER, "buildx", "version"], stdin=subprocess.DEVNULL, capture_output=True,
                               text=True, timeout=60)
