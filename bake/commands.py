@@ -19,7 +19,7 @@ from typing import TextIO
 from bake.api import FORMATS as DEFAULT_FILES
 from bake.api import make_plan, render_parts
 from bake.output import write_atomic
-from bake.owned import check_replaceable, undone_on_error
+from bake.owned import check_replaceable, no_empty_directory_left
 from bake.plan.compose import Composition
 from bake.plan.plugins import get_plugin_manager
 from bake.plan.text import counted
@@ -149,7 +149,7 @@ def build(settings: Settings) -> int:
             print(command_line(argv))
             return 0
         reports = Reports.from_environment(settings.sitrep_dir, metadata_file)
-        with undone_on_error(settings.sitrep_dir, metadata_file.parent):
+        with no_empty_directory_left(settings.sitrep_dir, metadata_file.parent):
             reports.prepare(Path(settings.output or DEFAULT_FILES[settings.format]))
             plan_file = write_plan(settings, composition, _informing(settings, sys.stdout))
             sitrep = run_build(composition, Path(plan_file), reports, push=settings.push, pull=settings.pull,
@@ -225,7 +225,7 @@ def test(settings: Settings) -> int:
                                                                  ("date", "--date", settings.date))
                     if settings.where(key) == flag)
     quiet = settings.verbosity < 0  # -q: the summary line and errors only
-    with undone_on_error(settings.sitrep_dir):
+    with no_empty_directory_left(settings.sitrep_dir):
         reports.prepare()
         tests = run_image_tests(composition, reports, local=settings.local, build_flags=flags,
                                 **({"echo": lambda line: None} if quiet else {}))
@@ -399,7 +399,7 @@ def wheelhouse(settings: Settings) -> int:
     composition = compose(settings)
     specs = [spec for name in composition.requested for spec in lock_specs(composition, name)]
     out = Path(settings.output or settings.wheelhouse or "wheelhouse").absolute()
-    with undone_on_error(out):
+    with no_empty_directory_left(out):
         counts = fill(specs, out, settings.python_version, locks_dir=Path(settings.locks_dir), pip_args=settings.pip_args,
                       report=lambda msg: print(f"bake-plan: {msg}", file=_informing(settings, sys.stderr)))
     print(f"bake-plan: wheelhouse {out}: {counted(counts['added'], 'wheel')} added, {counts['kept']} unchanged, "

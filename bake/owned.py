@@ -159,17 +159,21 @@ def own_directory(path: Path, root: Path, why: str) -> Path:
 
 
 @contextlib.contextmanager
-def undone_on_error(*directories: Union[str, Path]) -> Iterator[None]:
+def no_empty_directory_left(*directories: Union[str, Path]) -> Iterator[None]:
     """Around a command's work: of ``directories`` (and their parents), those missing now are the
-    command's to make; if the block raises, each of them still empty, or holding only bake-plan's
-    :data:`RECORD`, is removed again, deepest first. So a command that stops on an error (bad
-    input, no engine, a failed download) leaves no empty directory of its own behind: a refused
-    ``--sitrep-dir a/b/c``, a wheelhouse ``-o`` nothing was added to. A directory the user made,
-    or one that now holds anything else, is kept as it is.
+    command's to make; when the block ends, however it ends, each of them that is empty, or holds
+    only bake-plan's :data:`RECORD`, is removed again, deepest first. So a command leaves no empty
+    directory of its own behind: a refused ``--sitrep-dir a/b/c``, a wheelhouse ``-o`` nothing was
+    added to, the ``--metadata-file`` directory of a bake that failed before buildx wrote it. A
+    directory the user made, or one that holds anything else, is kept as it is.
+
+    The paths are walked as given, ``..`` and symbolic links left to the system as the command's
+    own ``mkdir`` meets them (``p/../q`` makes ``p`` and ``q``; ``link/../x`` makes ``x`` beside
+    the link's target).
     """
     missing = []
     for directory in directories:
-        here = Path(os.path.abspath(directory))
+        here = Path(os.getcwd(), directory)  # not normalised: p/../q stays, so p is seen as made
         chain = []
         while kind_of(here) is None and here.parent != here:
             chain.append(here)
@@ -177,15 +181,14 @@ def undone_on_error(*directories: Union[str, Path]) -> Iterator[None]:
         missing.extend(path for path in reversed(chain) if path not in missing)
     try:
         yield
-    except BaseException:
+    finally:
         for path in sorted(missing, key=lambda p: len(p.parts), reverse=True):
             with contextlib.suppress(OSError):
-                if kind_of(path) != "directory":
+                if kind_of(path) != "directory" or path.name == "..":
                     continue
                 if os.listdir(path) == [RECORD]:
                     (path / RECORD).unlink()
                 path.rmdir()
-        raise
 
 
 def not_ours(path: Union[str, Path], kind: Optional[str], what: str) -> OutputError:

@@ -160,8 +160,10 @@ def test_locked_build_installs_exactly_the_lock(cli, engine, wheelhouse, family_
 
 
 def test_failing_stage_fails_the_build_and_the_sitrep_names_it(cli, engine, family_env, tmp_path):
-    proc, ns, sitrep = _build(cli, engine, family_env, "tf-broken", tmp_path)
+    proc, ns, sitrep = _build(cli, engine, family_env, "tf-broken", tmp_path, "--metadata-file", "m/n/meta.json")
     assert proc.returncode == 1, proc.stderr[-2000:]
+    # buildx writes no metadata file for a failed bake: the directory made for it is not left behind
+    assert not (tmp_path / "m").exists()
     assert sitrep["outcome"] == "fail"
     assert sitrep["targets"]["tf-broken-mealkit"]["outcome"] == "fail"
     assert "tf-broken-mealkit" in sitrep["summary"]

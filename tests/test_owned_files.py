@@ -194,18 +194,52 @@ def test_a_metadata_file_bake_plan_did_not_have_written_is_kept_and_refused(cli,
     (["build", "--target", "jax"], "cannot reach a Docker engine"),
     (["test", "--target", "jax"], "cannot reach a Docker engine"),
 ])
-def test_a_command_stopped_by_an_error_leaves_no_directory_it_made(cli, tmp_path, command, why):
-    """``--sitrep-dir a/b/c`` and the metadata file's directory are made before the plan is
-    written and the engine asked; a refusal there removes them again (``bake.owned.undone_on_error``),
-    and a directory the user made is kept."""
+@pytest.mark.parametrize("sitrep_dir, metadata_dir", [("a/b/c", "m/n"), ("a/../a2/c", "m/../m2")])
+def test_a_command_stopped_by_an_error_leaves_no_directory_it_made(cli, tmp_path, command, why, sitrep_dir,
+                                                                   metadata_dir):
+    """``--sitrep-dir`` and the metadata file's directory are made before the plan is written and
+    the engine asked; a refusal there removes them again (``bake.owned.no_empty_directory_left``),
+    ``..`` included, and a directory the user made is kept."""
     (tmp_path / "hand.hcl").write_text("# the user's own bake file\n")
     (tmp_path / "mine").mkdir()
-    proc = cli(*command, "--sitrep-dir", "a/b/c", *(["--metadata-file", "m/n/meta.json"] if command[0] == "build" else []),
+    before = {p.name for p in tmp_path.iterdir()}
+    proc = cli(*command, "--sitrep-dir", sitrep_dir,
+               *(["--metadata-file", f"{metadata_dir}/meta.json"] if command[0] == "build" else []),
                cwd=tmp_path, env=NO_ENGINE)
     assert proc.returncode == 2 and why in one_line(proc), proc.stderr
-    assert not (tmp_path / "a").exists() and not (tmp_path / "m").exists()
+    assert {p.name for p in tmp_path.iterdir()} - {"docker-bake.hcl"} == before  # the plan is written first
     again = cli(*command, "--sitrep-dir", "mine", cwd=tmp_path, env=NO_ENGINE)
     assert again.returncode == 2 and (tmp_path / "mine").is_dir()
+
+
+def test_no_empty_directory_is_left_and_paths_are_walked_as_mkdir_walks_them(tmp_path, monkeypatch):
+    """``bake.owned.no_empty_directory_left``: what the block made and left empty (or holding only
+    bake-plan's record) goes, however the block ends; ``..`` after a symbolic link is the link's
+    target's parent, as for ``mkdir``; a directory with anything else in it stays."""
+    from bake.owned import RECORD, no_empty_directory_left
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "real" / "deep").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "real" / "deep")
+
+    def tree():
+        return sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+
+    before = tree()
+    for given in ["a/b", "p/../q/r", "link/../x/y", str(tmp_path / "abs" / "one")]:
+        with pytest.raises(RuntimeError):
+            with no_empty_directory_left(given):
+                Path(given).mkdir(parents=True)
+                raise RuntimeError("the command stopped")
+        assert tree() == before, given
+    with no_empty_directory_left("rec/only"):  # ended well, but holds only the record
+        Path("rec/only").mkdir(parents=True)
+        (tmp_path / "rec" / "only" / RECORD).write_text("{}")
+    assert tree() == before
+    with no_empty_directory_left("kept/one"):
+        Path("kept/one").mkdir(parents=True)
+        (tmp_path / "kept" / "one" / "report").write_text("x")
+    assert (tmp_path / "kept" / "one" / "report").exists()
 
 
 def test_reports_bake_plan_wrote_are_removed_and_a_changed_one_is_kept(tmp_path):

@@ -238,18 +238,18 @@ def test_wheelhouse_takes_the_lock_when_there_is_one(cli, make_plugin, tmp_path,
     assert (out / "alpha-1.0-py3-none-any.whl").exists() and not (out / "alpha-2.0-py3-none-any.whl").exists()
 
 
-@pytest.mark.parametrize("made_by_the_user", [False, True])
-def test_a_package_pip_cannot_find_is_one_line_exit_1(cli, make_plugin, tmp_path, index, made_by_the_user):
+@pytest.mark.parametrize("made_by_the_user, out", [(False, "wh/x"), (True, "wh/x"), (False, "wh/../wh2/x")])
+def test_a_package_pip_cannot_find_is_one_line_exit_1(cli, make_plugin, tmp_path, index, made_by_the_user, out):
     site = make_plugin(WH_PLUGIN.replace('requirements=("alpha<2",)', 'requirements=("nosuch==1.0",)'))
     if made_by_the_user:
         (tmp_path / "wh" / "x").mkdir(parents=True)
-    proc = _wheelhouse(cli, site, tmp_path, index, "--target", "wh-leaf", "-o", str(tmp_path / "wh" / "x"))
+    proc = _wheelhouse(cli, site, tmp_path, index, "--target", "wh-leaf", "-o", str(tmp_path / out))
     assert proc.returncode == 1, proc.stderr
     error = [line for line in proc.stderr.splitlines() if line.startswith("bake-plan: error:")]
     assert len(error) == 1 and "Traceback" not in proc.stderr
     assert "'wh-leaf' (linux/amd64) for Python 3.11 on linux/amd64" in error[0] and "nosuch" in error[0]
-    # a failed wheelhouse leaves no directory it made (bake.owned.undone_on_error); the user's stays, empty
-    assert (tmp_path / "wh").exists() is made_by_the_user
+    # a failed wheelhouse leaves no directory it made (bake.owned.no_empty_directory_left); the user's stays, empty
+    assert (tmp_path / "wh").exists() is made_by_the_user and not (tmp_path / "wh2").exists()
     assert not made_by_the_user or list((tmp_path / "wh" / "x").iterdir()) == []
 
 
