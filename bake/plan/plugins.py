@@ -21,6 +21,7 @@ from bake.errors import PluginError, StageError
 from bake.plan import entrypoints, hookspecs
 from bake.plan.hookspecs import PROJECT
 from bake.plan.stage import ImageTest, Source, Stage
+from bake.plan.text import clipped
 from bake.plan.validate import validate
 
 # A dataclass constructor called with a field it does not have, or without a required one
@@ -149,10 +150,19 @@ def _entry_points():
 def _register(pm: pluggy.PluginManager, plugin: object, name: Optional[str]) -> None:
     if name is not None and pm.is_blocked(name):
         pm.unblock(name)  # passed as an object: wanted, though its entry point is not loaded
+    shown = name or getattr(plugin, "__name__", None) or type(plugin).__name__
+    # pluggy's own ValueError spells out every registered plugin's repr: one line says which clash
+    if pm.is_registered(plugin):
+        what = f"module {plugin.__name__}" if hasattr(plugin, "__name__") else "the same object"
+        raise PluginError(f"plugin '{shown}' could not be registered: {what} is already plugin "
+                          f"'{pm.get_name(plugin)}' (two entry points name one plugin){disable_hint(name)}")
+    if name is not None and pm.has_plugin(name):
+        raise PluginError(f"plugin '{name}' could not be registered: another plugin has that name{disable_hint(name)}")
     try:
         pm.register(plugin, name=name)
     except ValueError as err:
-        raise PluginError(f"plugin '{name or plugin}' could not be registered: {err}{disable_hint(name)}") from None
+        first = clipped(str(err).splitlines()[0], 200) if str(err) else type(err).__name__
+        raise PluginError(f"plugin '{shown}' could not be registered: {first}{disable_hint(name)}") from None
     except pluggy.PluginValidationError as err:
         raise PluginError(f"plugin '{name or plugin}': {err}{disable_hint(name)}") from None
     try:

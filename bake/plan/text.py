@@ -92,3 +92,9 @@ def counted(n: int, noun: str) -> str:
     """``n`` and ``noun``, plural unless one: ``counted(1, "target")`` is ``"1 target"``,
     ``counted(4, "target")`` ``"4 targets"``."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def clipped(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, ``…`` in the last place when it was longer, so a cut
+    line says it was cut."""
+    return text if len(text) <= limit else text[:limit - 1] + "…"

@@ -212,16 +212,13 @@ def run_build(
     :raises bake.errors.RunError: the build ran but a report could not be written.
     """
     probe = probe or engine.EngineProbe()
-    facts = probe.facts()  # the engine answers, its buildx, its image store
-    if facts is None:
-        context = os.environ.get("DOCKER_CONTEXT")
-        host = os.environ.get("DOCKER_HOST") or (f"context {context}" if context else "the default socket")
-        why = f": {probe.reason}" if probe.reason else " (is dockerd running? is DOCKER_HOST right?)"
-        raise engine.EngineError(f"cannot reach a Docker engine at {host}{why}")
+    facts = probe.answered()  # the engine answers, its buildx, its image store
     buildx = probe.buildx()
     engine.require_buildx(composition.plan, buildx)
     if builder is not None:
         engine.check_builder(builder)
+    elif os.environ.get("BUILDX_BUILDER"):  # buildx's own choice of builder: as much a mistake when wrong
+        engine.check_builder(os.environ["BUILDX_BUILDER"], "BUILDX_BUILDER")
     engine.require_attestation_store(composition.plan, load, builder, facts)
     reports.drop_stale_metadata()
     built = composition.plan["group"][DEFAULT_GROUP]["targets"]

@@ -485,6 +485,21 @@ class EngineProbe:
             self._facts = None if self._proc.returncode else _facts_of(out)
         return self._facts
 
+    def answered(self) -> EngineFacts:
+        """:meth:`facts` of an engine that answered.
+
+        :raises EngineError: the one line for an engine that does not answer: where it was looked
+            for (``DOCKER_HOST``, a ``DOCKER_CONTEXT``, else the default socket) and the docker
+            CLI's own reason; or the docker CLI is missing.
+        """
+        facts = self.facts()
+        if facts is None:
+            context = os.environ.get("DOCKER_CONTEXT")
+            host = os.environ.get("DOCKER_HOST") or (f"context {context}" if context else "the default socket")
+            why = f": {self.reason}" if self.reason else " (is dockerd running? is DOCKER_HOST right?)"
+            raise EngineError(f"cannot reach a Docker engine at {host}{why}")
+        return facts
+
     def buildx(self) -> Optional[Tuple[int, int, int]]:
         """The version of the buildx the docker CLI runs: from :meth:`facts`, else
         :func:`buildx_version`; ``None`` when neither tells (no docker CLI, no buildx)."""
@@ -587,20 +602,14 @@ def _dotted(version: Sequence[int]) -> str:
     return ".".join(map(str, version))
 
 
-def engine_reachable() -> bool:
-    """True when ``docker info`` answers (``DOCKER_HOST`` is honoured; :func:`engine_facts`).
-
-    :raises EngineError: the docker CLI is missing.
-    """
-    return engine_facts() is not None
-
-
-def check_builder(name: str) -> None:
+def check_builder(name: str, given_as: str = "--builder") -> None:
     """That ``name`` is a buildx builder ``docker buildx bake --builder NAME`` would find
     (``docker buildx inspect NAME``: a builder instance or a Docker context).
 
+    :param given_as: where the name came from, for the message: ``--builder``, or buildx's own
+        ``BUILDX_BUILDER`` variable.
     :raises bake.errors.UsageError: there is none of that name (exit 2, nothing was built), naming
-        ``--builder`` and the builders there are.
+        where it came from and the builders there are.
     """
     from python_on_whales import DockerException, docker
 
@@ -613,7 +622,7 @@ def check_builder(name: str) -> None:
         except DockerException:
             known = ""
         why = _last_line(err) or f"no builder {name!r}"
-        raise UsageError(f"--builder {name!r}: {why}" + (f" (builders: {known})" if known else "")) from None
+        raise UsageError(f"{given_as} {name!r}: {why}" + (f" (builders: {known})" if known else "")) from None
 
 
 CONTAINERD_STORE = "io.containerd.snapshotter.v1"
@@ -665,12 +674,17 @@ def _require_buildx_plugin(said: str) -> None:
 
     The docker CLI itself refused the command when ``said`` holds ``Run 'docker --help'`` (buildx
     names its own subcommand there). It then does not always say why: it reads the flags of a
-    command it does not know as its own (``unknown flag: --format``). So a bare ``docker buildx
-    version`` is asked; without buildx it says ``unknown command: docker buildx`` (docker 25+) or
-    ``'buildx' is not a docker command`` (before).
+    command it does not know as its own (``unknown flag: --format``), so
+    :func:`require_buildx_plugin` asks.
     """
-    if "'docker --help'" not in said:
-        return
+    if "'docker --help'" in said:
+        require_buildx_plugin()
+
+
+def require_buildx_plugin() -> None:
+    """:raises EngineError: (:data:`NO_BUILDX`) the docker CLI has no buildx plugin, as a bare
+    ``docker buildx version`` tells: ``unknown command: docker buildx`` (docker 25+) or ``'buildx'
+    is not a docker command`` (before). No docker CLI at all is left to the caller."""
     _running(["buildx", "version"])
     try:
         proc = subprocess.run([DOCKER, "buildx", "version"], stdin=subprocess.DEVNULL, capture_output=True,

@@ -21,7 +21,7 @@ from bake.plan import dockerfile
 from bake.plan.compose import sbom_generators
 from bake.plan.names import normalise_reference
 from bake.plan.secrets import shown
-from bake.plan.text import counted
+from bake.plan.text import clipped, counted
 
 PASS, FAIL, NOT_BUILT, INTERRUPTED = "pass", "fail", "not built", "interrupted"
 TESTS_BADGE = "tests-badge.json"
@@ -212,7 +212,7 @@ def make_sitrep(
     else:
         summary = f"{label}: failed: {', '.join(failing) or 'the build'}"
         if error:
-            summary += f" ({error[:200]})"
+            summary += f" ({clipped(error, 200)})"
     return {"summary": summary, "badge_label": label, "outcome": outcome,
             "error": error if outcome == FAIL else None, "targets": targets}
 

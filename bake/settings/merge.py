@@ -272,7 +272,9 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
                          f"or in [tool.bake-plan] of {PYPROJECT}")
     date, date_source = None, None
     if command in TARGET_COMMANDS or command == "config":
-        date, from_env = values.resolve_date(provenance["date"].value, environ)
+        source = provenance["date"].source
+        date, from_env = values.resolve_date(provenance["date"].value, environ,
+                                             source if source.startswith(("--", "env ")) else f"{source}: date")
         date_source = from_env or provenance["date"].source
     if flag("parent_report") and not flag("from_registry"):  # it would be read and silently not used
         raise UsageError("--parent-report is only read in per-job mode: add --from-registry (or drop --parent-report)")

@@ -142,9 +142,10 @@ def _is_day(value) -> bool:
         return False
 
 
-def resolve_date(policy: str, environ: Mapping[str, str]) -> Tuple[datetime.date, Optional[str]]:
+def resolve_date(policy: str, environ: Mapping[str, str], where: str = "date") -> Tuple[datetime.date, Optional[str]]:
     """The build date a policy gives: ``auto`` is ``SOURCE_DATE_EPOCH`` (reproducible-builds.org)
-    when set, else today in UTC.
+    when set, else today in UTC. ``where``: where the policy came from, for the message (``--date``,
+    ``env BAKE_PLAN_DATE``, ``bake-plan.toml: date``; :func:`error`).
 
     :returns: the date and, when it came from the environment, :data:`ENV_EPOCH`.
     :raises UsageError: ``SOURCE_DATE_EPOCH`` is not an integer, or unset for ``source-date-epoch``.
@@ -153,7 +154,7 @@ def resolve_date(policy: str, environ: Mapping[str, str]) -> Tuple[datetime.date
         return datetime.date.fromisoformat(policy), None
     epoch = environ.get("SOURCE_DATE_EPOCH")
     if policy == "source-date-epoch" and not epoch:
-        raise UsageError("date = source-date-epoch, but SOURCE_DATE_EPOCH is not set")
+        raise error(where, "source-date-epoch, but SOURCE_DATE_EPOCH is not set")
     if policy != "today" and epoch:
         try:
             if not (epoch.isascii() and epoch.isdigit()):  # reproducible-builds.org: ASCII digits only
@@ -338,11 +339,13 @@ def find_links(value: str, where: str = "--find-links") -> str:
 
 
 def _directory(value: str, where: str, must_exist: bool, hint: str = "") -> Path:
-    """A directory path from ``where``: not empty, not an existing non-directory; with
-    ``must_exist``, there now."""
+    """A directory path from ``where``: not empty, not an existing non-directory nor a symbolic
+    link to nothing; with ``must_exist``, there now."""
     _filled(value, where)
     if os.path.exists(value) and not os.path.isdir(value):
         raise UsageError(f"{where} {value}: is not a directory")
+    if os.path.islink(value) and not os.path.exists(value):  # mkdir would say "File exists"
+        raise UsageError(f"{where} {value}: a symbolic link to {os.readlink(value)}, which is not there")
     if must_exist and not os.path.isdir(value):
         raise UsageError(f"{where} {value}: no such directory{hint}")
     return Path(value)
