@@ -259,6 +259,8 @@ def bake_plan_stages():
         tests += [ImageTest(["sh", "-c", "echo looking for the answer; echo 'token=ghp_" + "a" * 36 + "' >&2; exit 3"],
                             name="answer"),
                   ImageTest("sleep 60", name="hangs", platforms=("linux/amd64",), timeout_s=3)]
+    if os.environ.get("IT_HANG"):
+        tests += [ImageTest("sleep 300", name="hangs long", platforms=("linux/amd64",), timeout_s=600)]
     return [Stage(name="it-root", image="it-root", context=HERE / "it-root", base_image="busybox:1.36",
                   registry="localhost:5555/imagetest", tests=tuple(tests))]
 """
@@ -299,7 +301,7 @@ def it(cli, engine, make_plugin, tmp_path):
                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
         return proc
 
-    run.namespace, run.tmp = namespace, tmp_path
+    run.namespace, run.tmp, run.site = namespace, tmp_path, site
     return run
 
 
@@ -378,6 +380,35 @@ def test_tests_run_on_both_arches_and_the_sitrep_shows_each(engine, it):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert not (it.tmp / "sitrep" / "tests-badge.json").exists()
     assert "tests" not in json.loads((it.tmp / "sitrep" / "sitrep.json").read_text())
+
+
+@pytest.mark.engine
+def test_an_interrupted_test_run_removes_the_container_it_started(engine, it):
+    """SIGTERM (or Ctrl-C) while a test runs: the container is removed, not left running (its
+    PID 1 ignores the SIGINT docker passes on, and nothing would stop it after bake-plan)."""
+    import signal
+    import time
+
+    assert it("build", "--push").returncode == 0
+    env = dict(os.environ, PYTHONPATH=str(it.site), IT_HANG="1")
+    proc = subprocess.Popen([str(_console()), "test", "--target", "it-root", "--registry", it.namespace, "--date",
+                             "2026-11-29", "--config", os.devnull, "--sitrep-dir", str(it.tmp / "sitrep")], cwd=it.tmp, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+    def hanging() -> list:
+        listed = engine.docker("ps", "-a", "--filter", "name=bake-plan-test-", "--format", "{{.Names}} {{.Command}}")
+        return [line for line in listed.stdout.splitlines() if "sleep 300" in line]
+
+    deadline = time.monotonic() + 180
+    while not hanging():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the hanging test never started"
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err
+    assert hanging() == [], "its container is removed"
 
 
 @pytest.mark.engine

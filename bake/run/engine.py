@@ -802,7 +802,7 @@ def run_in_image(ref: str, platform: str, argv: Sequence[str], timeout_s: float,
     import time
     import uuid
 
-    from python_on_whales import DockerClient, DockerException, docker
+    from python_on_whales import DockerClient, DockerException
     from python_on_whales.client_config import ClientNotFoundError
 
     name = f"bake-plan-test-{uuid.uuid4().hex[:12]}"
@@ -823,14 +823,25 @@ def run_in_image(ref: str, platform: str, argv: Sequence[str], timeout_s: float,
         code = err.return_code if err.return_code is not None else 1
     except (FileNotFoundError, ClientNotFoundError) as err:
         raise EngineError(f"the docker CLI was not found: {err}") from None
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM: the container would run on (PID 1 ignores SIGINT)
+        _remove_container(name)
+        raise
     duration = time.monotonic() - started
     timed_out = code != 0 and duration >= timeout_s
     if timed_out:  # timeout(1) stopped the docker CLI, not the container
-        try:
-            docker.container.remove(name, force=True)
-        except DockerException:
-            pass
+        _remove_container(name)
     return ContainerRun(exit_code=code, tail=list(tail), duration_s=round(duration, 3), timed_out=timed_out)
+
+
+def _remove_container(name: str) -> None:
+    """``docker container rm --force NAME``, quietly: a test's container left running when its
+    ``docker run`` was stopped (a timeout, an interrupt); one already gone is no error."""
+    from python_on_whales import DockerException, docker
+
+    try:
+        docker.container.remove(name, force=True)
+    except DockerException:
+        pass
 
 
 def pull_image(ref: str, platform: str) -> None:
