@@ -18,7 +18,8 @@ from typing import TextIO
 
 from bake.api import FORMATS as DEFAULT_FILES
 from bake.api import make_plan, render_parts
-from bake.output import write_atomic
+from bake.errors import OutputError
+from bake.output import check_writable, write_atomic
 from bake.owned import check_replaceable, no_empty_directory_left
 from bake.plan.compose import Composition
 from bake.plan.plugins import get_plugin_manager
@@ -101,9 +102,23 @@ def _warn_of_files_read_with(output: str) -> None:
               file=sys.stderr)
 
 
+def check_plan_output(settings: Settings) -> None:
+    """Before anything is composed (a ``--locked`` plan copies its locks, a ``--wheelhouse`` gets
+    its OCI layout): the plan file can go where ``-o`` says (:func:`bake.owned.check_replaceable`,
+    :func:`bake.output.check_writable`), so a refused plan writes nothing.
+
+    :raises bake.errors.OutputError: as :func:`write_plan` would, later.
+    """
+    output = settings.output or DEFAULT_FILES[settings.format]
+    if output != "-":
+        check_replaceable(output, force=settings.force)
+        check_writable(output)
+
+
 def plan(settings: Settings) -> int:
     """``bake-plan [plan]``: write the plan; the summary goes to stderr when the plan is on stdout
     (nowhere under ``-q``)."""
+    check_plan_output(settings)
     write_plan(settings, compose(settings), _informing(settings, sys.stderr if settings.output == "-" else sys.stdout))
     return 0
 
@@ -138,17 +153,22 @@ def build(settings: Settings) -> int:
     if not settings.dry_run:  # `docker info` answers while the plugins load and the plan is made
         probe = EngineProbe()
     try:
+        check_plan_output(settings)
         composition = compose(settings)
         metadata_file = settings.metadata_file or settings.sitrep_dir / "bake-metadata.json"
         if settings.dry_run:  # asks no engine, only which buildx the docker CLI runs
             buildx = buildx_version()
             if buildx is None:  # no command to print when there is no buildx to run it
                 require_buildx_plugin()
+            try:  # where buildx writes it, so the command runs as printed; before the plan is written
+                metadata_file.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise OutputError(f"cannot make {metadata_file.parent} for the metadata file: "
+                                  f"{err.strerror or err}") from None
             plan_file = write_plan(settings, composition, _informing(settings, sys.stderr))
             argv = bake_argv(composition, Path(plan_file), metadata_file, push=settings.push, load=settings.load,
                              pull=settings.pull, builder=settings.builder, progress=settings.progress,
                              buildx=buildx, no_cache=settings.no_cache)
-            metadata_file.parent.mkdir(parents=True, exist_ok=True)  # where buildx writes it: the command runs as printed
             print(command_line(argv))
             return 0
         reports = Reports.from_environment(settings.sitrep_dir, metadata_file)

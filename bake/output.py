@@ -107,6 +107,25 @@ def write_atomic(path: str, text: Union[str, Iterable[str]], what: str = "the pl
     replace_file(target, data, what, mode)
 
 
+def check_writable(path: str, what: str = "the plan") -> None:
+    """Before the work that leads to it: that :func:`write_atomic` can put a file at ``path`` (``-``
+    always): its directory is there and is one, and ``path`` is not a directory. A full disk or a
+    read-only filesystem still shows only when it is written.
+
+    :raises OutputError: the words :func:`write_atomic` would say.
+    """
+    if path == "-":
+        return
+    if os.path.isdir(path):
+        raise OutputError(f"cannot write {what} to {path}: it is a directory")
+    directory = os.path.dirname(path) or "."
+    try:
+        if not stat.S_ISDIR(os.stat(directory).st_mode):
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+    except OSError as err:
+        raise OutputError(f"cannot write {what} to {path}: {err.strerror or err}") from None
+
+
 def _regular_or_absent(path: str) -> bool:
     try:
         return stat.S_ISREG(os.stat(path).st_mode)

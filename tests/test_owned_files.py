@@ -114,6 +114,18 @@ def test_a_file_bake_plan_did_not_put_in_the_pip_lock_context_is_refused_not_sen
     assert (context / "requirements-arm64.lock").read_text() == "alpha==1.0\n"
 
 
+@pytest.mark.parametrize("output, why", [("docker-bake.hcl", "docker-bake.hcl: bake-plan did not write this file"),
+                                         ("missing/plan.hcl", "cannot write the plan to missing/plan.hcl: No such file")])
+def test_a_locked_plan_refused_for_its_output_writes_no_pip_lock_context(owned_cli, tmp_path, output, why):
+    """The plan file's place is checked before the plan is made: a refused ``--locked`` plan has
+    copied no lock into its pip-lock context (exit 2 writes nothing)."""
+    assert owned_cli("lock", "--target", "ow", cwd=tmp_path).returncode == 0
+    (tmp_path / "docker-bake.hcl").write_text("# the user's own\n")
+    proc = owned_cli("--target", "ow", "--locked", "-o", output, cwd=tmp_path)
+    assert one_line(proc).startswith(why)
+    assert not (tmp_path / "locks" / ".pip-lock").exists()
+
+
 def test_a_stale_lock_copy_bake_plan_wrote_is_removed(owned_cli, tmp_path):
     assert owned_cli("lock", "--target", "ow", cwd=tmp_path).returncode == 0
     context = tmp_path / "locks" / ".pip-lock" / "ow"

@@ -328,7 +328,7 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
         sources=sources,
         push=bool(flag("push")), dry_run=bool(flag("dry_run")), pull=_pull(provenance["pull"].value, bool(flag("push"))), load=bool(flag("load")), builder=flag("builder"),
         no_cache=bool(flag("no_cache")),
-        metadata_file=Path(flag("metadata_file")) if flag("metadata_file") else None,
+        metadata_file=values.metadata_file(flag("metadata_file")) if flag("metadata_file") else None,
         sitrep_dir=values.sitrep_dir(flag("sitrep_dir")) if flag("sitrep_dir") is not None else Path("."),
         wave=flag("wave"), check=bool(flag("check")), python=values.python(flag("python")) if flag("python") is not None else None,
         pip_args=_pip_args(given), wheelhouse=wheelhouse,

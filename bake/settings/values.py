@@ -338,14 +338,30 @@ def find_links(value: str, where: str = "--find-links") -> str:
     return value
 
 
+def _makeable(path: str, where: str, value: str) -> None:
+    """That ``mkdir -p path`` can make ``path`` (a directory bake-plan makes when missing): no part
+    of it, from the top down to the first missing one, is a file or a symbolic link to nothing
+    (``mkdir`` would say only "File exists", naming no option).
+
+    :raises UsageError: naming ``where``, the value and the part in the way.
+    """
+    parts = [path, *map(str, Path(path).parents)][::-1]
+    for part in parts:
+        here = "" if part == value else f"{part} "
+        if os.path.islink(part) and not os.path.exists(part):
+            raise UsageError(f"{where} {value}: {here}{'is ' if here else ''}a symbolic link to {os.readlink(part)}, "
+                             "which is not there")
+        if not os.path.exists(part):
+            return
+        if not os.path.isdir(part):
+            raise UsageError(f"{where} {value}: {here}is not a directory")
+
+
 def _directory(value: str, where: str, must_exist: bool, hint: str = "") -> Path:
-    """A directory path from ``where``: not empty, not an existing non-directory nor a symbolic
-    link to nothing; with ``must_exist``, there now."""
+    """A directory path from ``where``: not empty, and makeable (:func:`_makeable`: no part of it a
+    file or a symbolic link to nothing); with ``must_exist``, there now."""
     _filled(value, where)
-    if os.path.exists(value) and not os.path.isdir(value):
-        raise UsageError(f"{where} {value}: is not a directory")
-    if os.path.islink(value) and not os.path.exists(value):  # mkdir would say "File exists"
-        raise UsageError(f"{where} {value}: a symbolic link to {os.readlink(value)}, which is not there")
+    _makeable(value, where, value)
     if must_exist and not os.path.isdir(value):
         raise UsageError(f"{where} {value}: no such directory{hint}")
     return Path(value)
@@ -359,6 +375,19 @@ def locks_dir(value: str, where: str = "--locks-dir", must_exist: bool = False) 
     """
     return _directory(value, where, must_exist,
                       f" (make the locks there: bake-plan lock --target T --locks-dir {value})")
+
+
+def metadata_file(value: str, where: str = "--metadata-file") -> Path:
+    """The file buildx writes its build metadata to (``--metadata-file``): a file name, not a
+    directory's (``meta/``, an existing directory), in a directory that can be made.
+
+    :raises UsageError: as said.
+    """
+    _filled(value, where)
+    if value.endswith(("/", os.sep)) or os.path.isdir(value):
+        raise UsageError(f"{where} {value}: names a directory; give the file buildx writes (DIR/meta.json)")
+    _makeable(os.path.dirname(value) or ".", where, value)
+    return Path(value)
 
 
 def sitrep_dir(value: str, where: str = "--sitrep-dir") -> Path:
