@@ -387,10 +387,33 @@ def test_a_missing_locks_dir_is_one_line_naming_the_option(owned_cli, tmp_path, 
 
 
 @pytest.mark.parametrize("value, want", [("", "--locks-dir: empty path"),
-                                         ("afile", "--locks-dir afile: is not a directory")])
+                                         ("afile", "--locks-dir afile: is not a directory"),
+                                         ("afile/x", "--locks-dir afile/x: afile is not a directory"),
+                                         ("dangling/x", "--locks-dir dangling/x: dangling is a symbolic link to "
+                                                        "nowhere/x, which is not there")])
 def test_a_locks_dir_that_cannot_be_one_is_refused(owned_cli, tmp_path, value, want):
+    """Refused before anything is resolved (the one gate for a directory option, values._makeable)."""
     (tmp_path / "afile").write_text("x\n")
-    assert one_line(owned_cli("lock", "--target", "ow", "--locks-dir", value, cwd=tmp_path)) == want
+    (tmp_path / "dangling").symlink_to("nowhere/x")
+    proc = owned_cli("lock", "--target", "ow", "--locks-dir", value, cwd=tmp_path)
+    assert one_line(proc) == want and "locking" not in proc.stderr
+
+
+@pytest.mark.parametrize("value, want", [
+    ("m/", "--metadata-file m/: names a directory; give the file buildx writes (DIR/meta.json)"),
+    ("adir", "--metadata-file adir: names a directory; give the file buildx writes (DIR/meta.json)"),
+    ("afile/meta.json", "--metadata-file afile/meta.json: afile is not a directory"),
+    ("dangling/meta.json", "--metadata-file dangling/meta.json: dangling is a symbolic link to nowhere/x, which is "
+                           "not there"),
+])
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]])
+def test_a_metadata_file_that_cannot_be_one_is_refused_before_the_plan(cli, tmp_path, value, want, dry_run):
+    (tmp_path / "afile").write_text("x\n")
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "dangling").symlink_to("nowhere/x")
+    proc = cli("build", "--target", "jax", "--metadata-file", value, *dry_run, cwd=tmp_path, env=NO_ENGINE)
+    assert one_line(proc) == want
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "afile", "dangling"], "no plan, no directory"
 
 
 @pytest.mark.parametrize("python, want", [
@@ -440,7 +463,10 @@ def test_a_wheelhouse_file_that_is_not_a_wheel_is_refused_naming_it(cli, tmp_pat
 @pytest.mark.parametrize("value, want", [("", "--sitrep-dir: empty path"),
                                          ("afile", "--sitrep-dir afile: is not a directory"),
                                          ("dangling", "--sitrep-dir dangling: a symbolic link to nowhere/x, which is "
-                                                      "not there")])
+                                                      "not there"),
+                                         ("dangling/sub", "--sitrep-dir dangling/sub: dangling is a symbolic link to "
+                                                          "nowhere/x, which is not there"),
+                                         ("afile/sub", "--sitrep-dir afile/sub: afile is not a directory")])
 @pytest.mark.parametrize("command", ["build", "test"])
 def test_a_sitrep_dir_that_cannot_be_one_names_the_option(cli, tmp_path, value, want, command):
     (tmp_path / "afile").write_text("x\n")
