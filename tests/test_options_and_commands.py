@@ -200,6 +200,10 @@ def bake_plan_stages():
     proc = cli(*args, cwd=tmp_path, pythonpath=[site], env=dict(os.environ, BUILDX_BUILDER="nosuch"))
     assert one_line(proc).startswith("BUILDX_BUILDER 'nosuch': no builder \"nosuch\" found (builders: ")
     assert not (tmp_path / "sitrep" / "sitrep.json").exists()
+    # publish's registry checks run buildx too (as do an image test's, through the same engine.image_digest)
+    proc = cli("publish", "--target", "quick", "--registry", f"{engine.registry}/nowhere", cwd=tmp_path,
+               pythonpath=[site], env=dict(os.environ, BUILDX_BUILDER="nosuch"))
+    assert one_line(proc).startswith("BUILDX_BUILDER 'nosuch': no builder \"nosuch\" found")
 
     done = cli(*args, "--builder", "default", cwd=tmp_path, pythonpath=[site])
     assert done.returncode == 0, done.stderr

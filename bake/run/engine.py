@@ -703,12 +703,16 @@ def _last_line(err) -> str:
 
 def _raise_if_unanswered(err, what: str, ref: str, timeout_s: float) -> None:
     """For a registry call run under :func:`_registry_docker`: :raises EngineError: the docker CLI
-    is missing; :raises RegistryError: the registry did not answer within ``timeout_s``."""
+    or its buildx plugin is missing; :raises RegistryError: the registry did not answer within
+    ``timeout_s``; :raises UsageError: ``BUILDX_BUILDER`` names no builder (:func:`check_builder`)."""
     if err.return_code == _NOT_FOUND:
         raise EngineError("the docker CLI was not found") from None
     if err.return_code == _TIMED_OUT:
         raise RegistryError(f"{what}: the registry {_registry_of(ref)} did not answer within {timeout_s:g} s") from None
     _require_buildx_plugin(err.stderr or "")
+    builder = os.environ.get("BUILDX_BUILDER")
+    if builder and f'no builder "{builder}" found' in (err.stderr or ""):  # buildx's choice, wrong: exit 2
+        check_builder(builder, "BUILDX_BUILDER")
 
 
 def image_exists(ref: str, timeout_s: float = REGISTRY_TIMEOUT_S) -> bool:
