@@ -456,6 +456,21 @@ def bake_plan_adjust_target(name, target):
     assert_one_line_error(proc, "plugin 'adder', stage 'jax', target 'jax', args", "X_ADDED", needle, cwd=tmp_path)
 
 
+def test_a_target_context_naming_no_target_of_the_plan_is_blamed_on_the_plugin_that_set_it(cli, make_plugin, tmp_path):
+    """buildx would stop the whole bake ("failed to find target") and every target would be marked
+    failed though none was attempted: refused when planning, naming the plugin that set it."""
+    site = make_plugin("""
+from bake import hookimpl
+@hookimpl
+def bake_plan_adjust_target(name, target):
+    if name == "jax":
+        target.setdefault("contexts", {})["extra"] = "target:jax-mealkitt"
+""", name="linker")
+    proc = cli("--target", "jax", cwd=tmp_path, pythonpath=[site])
+    assert_one_line_error(proc, "plugin 'linker', stage 'jax', target 'jax', contexts['extra']: 'target:jax-mealkitt' "
+                                "names no target of the plan; did you mean 'jax-mealkit'?", cwd=tmp_path)
+
+
 @pytest.mark.parametrize("value, needle", [
     ('"cafe\\u0301"', "not in Unicode NFC"),
     ('"\\udcff"', "not valid Unicode text (a lone surrogate"),

@@ -8,7 +8,8 @@ because an earlier step checked it, as a plugin may change a target after that. 
   buildx's ``bake/bake.go``), each of its type: strings, booleans, lists of strings, mappings of
   string to string, lists of ``k=v`` entries (or their object form); no NaN or infinity;
 - tags that are image references, platforms bake-plan can name, contexts that are absolute
-  directories or something buildx resolves itself (``target:``, ``docker-image://``, a URL …);
+  directories or something buildx resolves itself (``target:`` a target of the plan,
+  ``docker-image://``, a URL …);
 - valid Unicode text in NFC: bake stores every string through cty, which NFC-normalises it, so a
   decomposed ``é`` (``e`` + U+0301) would come back changed, and a lone surrogate cannot be
   written as UTF-8 at all;
@@ -137,6 +138,22 @@ def check_plan(plan: dict, owners: Mapping[str, Stage], culprit: Optional[Culpri
     for tname, target in plan.get("target", {}).items():
         stage = owners[tname]
         _check_target(stage, tname, target, culprit or (lambda *_: None), not_secret)
+    _check_target_contexts(plan, owners, culprit or (lambda *_: None))
+
+
+def _check_target_contexts(plan: dict, owners: Mapping[str, Stage], culprit: Culprit) -> None:
+    """Every ``target:NAME`` context names a target of the plan: buildx would otherwise stop the
+    whole bake with "failed to find target NAME" before building anything."""
+    targets = plan.get("target", {})
+    for tname, target in targets.items():
+        for key, value in (target.get("contexts") or {}).items():
+            if not value.startswith("target:") or value[len("target:"):] in targets:
+                continue
+            stage = owners[tname]
+            who = culprit(tname, "contexts", key) or f"plugin '{stage.plugin}'"
+            hint = did_you_mean(value[len("target:"):], targets, n=1)
+            raise StageError(f"{who}, stage '{stage.name}', target '{tname}', contexts[{key!r}]: {value!r:.80} names "
+                             f"no target of the plan{hint}")
 
 
 def check_text(text: str) -> Optional[str]:
