@@ -30,7 +30,7 @@ def test_a_broken_plugin_names_its_distribution(cli, make_plugin, tmp_path):
     site = make_plugin("raise ImportError('no such thing')\n", name="broken")
     proc = cli("--target", "jax", pythonpath=[site], cwd=tmp_path)
     assert proc.returncode == 2
-    assert "plugin 'broken' (from bake_plan_test_plugin_" in proc.stderr
+    assert "plugin 'broken' (from distribution bake_plan_test_plugin_" in proc.stderr
     assert "ImportError: no such thing" in proc.stderr
 
 

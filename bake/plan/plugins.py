@@ -61,9 +61,9 @@ def get_plugin_manager(
             except KeyboardInterrupt:
                 raise
             except BaseException as err:  # a broken third-party package must not give a traceback
-                dist = ep.dist or "?"
+                where = f"distribution {ep.dist}, {ep.value}" if ep.dist else ep.value  # the package, then the module
                 raise PluginError(
-                    f"plugin '{ep.name}' (from {dist}, {ep.value}) failed to load: {type(err).__name__}: {err}"
+                    f"plugin '{ep.name}' (from {where}) failed to load: {type(err).__name__}: {err}"
                     f"{disable_hint(ep.name)}"
                 ) from None
             _register(pm, plugin, ep.name)
