@@ -308,6 +308,23 @@ def {hook}(stage):
     assert_one_line_error(cli("--target", "jax", cwd=tmp_path, pythonpath=[site]), needle, cwd=tmp_path)
 
 
+def test_a_platform_policy_answering_a_platform_nobody_asked_for_is_blamed_on_it(cli, make_plugin, tmp_path):
+    """Not "stage 'base' does not support linux/sparc" (the user asked for no such platform)."""
+    site = make_plugin("""
+from bake import hookimpl
+@hookimpl(tryfirst=True)
+def bake_plan_platforms(stage, requested):
+    return ["linux/sparc"]
+""", name="sparcy")
+    assert_one_line_error(cli("--target", "jax", cwd=tmp_path, pythonpath=[site]),
+                          "plugin 'sparcy': bake_plan_platforms for stage 'base' answered linux/sparc, which the stage "
+                          "does not support (it supports linux/amd64, linux/arm64) and no --platform asked for",
+                          cwd=tmp_path)
+    # asked for by the user: the user's mistake, as before
+    assert_one_line_error(cli("--target", "jax", "--platform", "linux/s390x", cwd=tmp_path),
+                          "stage 'base' (plugin 'base') does not support linux/s390x", cwd=tmp_path)
+
+
 @pytest.mark.parametrize("returned, needle", [
     ('[{"name": "dict-stage"}]', "bake_plan_stages returned dict"),
     ('Stage(name="bare", context=stage_dir("jax"))', "bake_plan_stages returned Stage, expected a list"),

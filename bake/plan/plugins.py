@@ -296,13 +296,19 @@ class Hooks:
     def platforms(self, stage: Stage, requested: Sequence[str]) -> List[str]:
         """The platform policy's answer for one stage.
 
-        :raises PluginError: it raised, is not a list of strings, or is empty.
+        :raises PluginError: it raised, is not a list of strings, is empty, or names a platform the
+            stage does not support that ``requested`` does not hold either.
         """
         answer, plugin = self._call("bake_plan_platforms", firstresult=True, stage=stage, requested=tuple(requested))
         platforms = self._expect_strs("bake_plan_platforms", stage, answer, plugin)
         if not platforms:  # buildx would build for the engine's own platform under every arch's tags
             raise PluginError(f"{_by(plugin)}bake_plan_platforms for stage '{stage.name}' returned no platform "
                               "(return None to leave the answer to the next policy)")
+        invented = [p for p in platforms if p not in stage.platforms and p not in requested]
+        if invented:  # nobody asked for it: the policy's mistake, not the user's (that is compose's)
+            raise PluginError(f"{_by(plugin)}bake_plan_platforms for stage '{stage.name}' answered "
+                              f"{', '.join(invented)}, which the stage does not support (it supports "
+                              f"{', '.join(stage.platforms)}) and no --platform asked for")
         return platforms
 
     def adjust_target(self, stage: Stage, name: str, flavor: str, target: dict) -> Dict[Tuple[str, Optional[str]], str]:
