@@ -118,6 +118,8 @@ def check_writable(path: str, what: str = "the plan") -> None:
         return
     if os.path.isdir(path):
         raise OutputError(f"cannot write {what} to {path}: it is a directory")
+    if os.path.islink(path):  # write_atomic replaces the file the link points to
+        path = os.path.realpath(path)
     directory = os.path.dirname(path) or "."
     try:
         if not stat.S_ISDIR(os.stat(directory).st_mode):

@@ -205,7 +205,7 @@ def _without_buildx(cli, tmp_path, *args):
 
 
 @pytest.mark.parametrize("args", [
-    ["build", "--target", "jax", "--sitrep-dir", "s/r"],
+    ["build", "--target", "jax", "--sitrep-dir", "s/r", "-v"],
     ["build", "--target", "jax", "--builder", "default"],
     ["build", "--target", "jax", "--dry-run"],
     ["publish", "--target", "jax"],
@@ -220,6 +220,7 @@ def test_a_docker_cli_without_buildx_is_one_line_exit_2(cli, engine, tmp_path, a
     assert proc.stderr.strip().splitlines()[-1] == f"bake-plan: error: {NO_BUILDX}"
     assert "Traceback" not in proc.stderr and "docker --help" not in proc.stderr
     assert not (tmp_path / "s").exists()  # no sitrep of a build that never started
+    assert "running: docker buildx bake" not in proc.stderr, "found missing before the bake is run"
     assert subprocess.run(["docker", "buildx", "version"], capture_output=True).returncode == 0, "hidden only in there"
 
 

@@ -115,12 +115,14 @@ def test_a_file_bake_plan_did_not_put_in_the_pip_lock_context_is_refused_not_sen
 
 
 @pytest.mark.parametrize("output, why", [("docker-bake.hcl", "docker-bake.hcl: bake-plan did not write this file"),
-                                         ("missing/plan.hcl", "cannot write the plan to missing/plan.hcl: No such file")])
+                                         ("missing/plan.hcl", "cannot write the plan to missing/plan.hcl: No such file"),
+                                         ("dangling.hcl", "cannot write the plan to ")])
 def test_a_locked_plan_refused_for_its_output_writes_no_pip_lock_context(owned_cli, tmp_path, output, why):
     """The plan file's place is checked before the plan is made: a refused ``--locked`` plan has
     copied no lock into its pip-lock context (exit 2 writes nothing)."""
     assert owned_cli("lock", "--target", "ow", cwd=tmp_path).returncode == 0
     (tmp_path / "docker-bake.hcl").write_text("# the user's own\n")
+    (tmp_path / "dangling.hcl").symlink_to("nowhere/plan.hcl")  # written through: its directory is missing
     proc = owned_cli("--target", "ow", "--locked", "-o", output, cwd=tmp_path)
     assert one_line(proc).startswith(why)
     assert not (tmp_path / "locks" / ".pip-lock").exists()
@@ -390,7 +392,9 @@ def test_a_missing_locks_dir_is_one_line_naming_the_option(owned_cli, tmp_path, 
                                          ("afile", "--locks-dir afile: is not a directory"),
                                          ("afile/x", "--locks-dir afile/x: afile is not a directory"),
                                          ("dangling/x", "--locks-dir dangling/x: dangling is a symbolic link to "
-                                                        "nowhere/x, which is not there")])
+                                                        "nowhere/x, which is not there"),
+                                         ("new/../dangling/x", "--locks-dir new/../dangling/x: dangling is a symbolic "
+                                                               "link to nowhere/x, which is not there")])
 def test_a_locks_dir_that_cannot_be_one_is_refused(owned_cli, tmp_path, value, want):
     """Refused before anything is resolved (the one gate for a directory option, values._makeable)."""
     (tmp_path / "afile").write_text("x\n")
@@ -403,6 +407,7 @@ def test_a_locks_dir_that_cannot_be_one_is_refused(owned_cli, tmp_path, value, w
     ("m/", "--metadata-file m/: names a directory; give the file buildx writes (DIR/meta.json)"),
     ("adir", "--metadata-file adir: names a directory; give the file buildx writes (DIR/meta.json)"),
     ("afile/meta.json", "--metadata-file afile/meta.json: afile is not a directory"),
+    ("new/../afile/meta.json", "--metadata-file new/../afile/meta.json: afile is not a directory"),
     ("dangling/meta.json", "--metadata-file dangling/meta.json: dangling is a symbolic link to nowhere/x, which is "
                            "not there"),
 ])
@@ -466,7 +471,8 @@ def test_a_wheelhouse_file_that_is_not_a_wheel_is_refused_naming_it(cli, tmp_pat
                                                       "not there"),
                                          ("dangling/sub", "--sitrep-dir dangling/sub: dangling is a symbolic link to "
                                                           "nowhere/x, which is not there"),
-                                         ("afile/sub", "--sitrep-dir afile/sub: afile is not a directory")])
+                                         ("afile/sub", "--sitrep-dir afile/sub: afile is not a directory"),
+                                         ("new/../afile/x", "--sitrep-dir new/../afile/x: afile is not a directory")])
 @pytest.mark.parametrize("command", ["build", "test"])
 def test_a_sitrep_dir_that_cannot_be_one_names_the_option(cli, tmp_path, value, want, command):
     (tmp_path / "afile").write_text("x\n")

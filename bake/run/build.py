@@ -214,6 +214,8 @@ def run_build(
     probe = probe or engine.EngineProbe()
     facts = probe.answered()  # the engine answers, its buildx, its image store
     buildx = probe.buildx()
+    if buildx is None:  # neither docker info nor docker buildx version named one: is there a buildx at all?
+        engine.require_buildx_plugin()
     engine.require_buildx(composition.plan, buildx)
     if builder is not None:
         engine.check_builder(builder)

@@ -341,20 +341,27 @@ def find_links(value: str, where: str = "--find-links") -> str:
 def _makeable(path: str, where: str, value: str) -> None:
     """That ``mkdir -p path`` can make ``path`` (a directory bake-plan makes when missing): no part
     of it, from the top down to the first missing one, is a file or a symbolic link to nothing
-    (``mkdir`` would say only "File exists", naming no option).
+    (``mkdir`` would say only "File exists", naming no option). Past the first missing part
+    nothing is on disk, so ``new/../afile`` there is read as ``afile``, as ``mkdir -p`` meets it.
 
     :raises UsageError: naming ``where``, the value and the part in the way.
     """
-    parts = [path, *map(str, Path(path).parents)][::-1]
-    for part in parts:
+    parts = Path(path).parts
+    done = ""
+    for i, name in enumerate(parts):
+        part = os.path.join(done, name) if done else name
         here = "" if part == value else f"{part} "
         if os.path.islink(part) and not os.path.exists(part):
             raise UsageError(f"{where} {value}: {here}{'is ' if here else ''}a symbolic link to {os.readlink(part)}, "
                              "which is not there")
         if not os.path.exists(part):
+            rest = os.path.normpath(os.path.join(*parts[i:]))  # never on disk: no link to follow
+            if ".." in Path(os.path.join(*parts[i:])).parts and rest != os.path.join(*parts[i:]):
+                _makeable(os.path.join(done, rest) if done else rest, where, value)
             return
         if not os.path.isdir(part):
             raise UsageError(f"{where} {value}: {here}is not a directory")
+        done = part
 
 
 def _directory(value: str, where: str, must_exist: bool, hint: str = "") -> Path:
