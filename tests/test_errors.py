@@ -488,6 +488,26 @@ def bake_plan_adjust_target(name, target):
                                 "names no target of the plan; did you mean 'jax-mealkit'?", cwd=tmp_path)
 
 
+@pytest.mark.parametrize("links, needle", [
+    ({"jax": "jax"}, "target 'jax', contexts['extra']: 'target:jax' is the target itself"),
+    ({"base-mealkit": "jax"}, "target 'base-mealkit', contexts['extra']: 'target:jax' closes a loop of targets "
+                              "(base-mealkit -> jax -> base-mealkit)"),
+], ids=["itself", "loop"])
+def test_target_contexts_that_link_to_themselves_or_loop_are_refused(cli, make_plugin, tmp_path, links, needle):
+    """buildx would stop the bake ("cannot link to itself", "infinite loop") with every target
+    marked failed: refused when planning, naming the plugin that made the link."""
+    site = make_plugin(f"""
+from bake import hookimpl
+@hookimpl
+def bake_plan_adjust_target(name, target):
+    links = {links!r}
+    if name in links:
+        target.setdefault("contexts", {{}})["extra"] = "target:" + links[name]
+""", name="looper")
+    proc = cli("--target", "jax", cwd=tmp_path, pythonpath=[site])
+    assert_one_line_error(proc, "plugin 'looper'", needle, cwd=tmp_path)
+
+
 @pytest.mark.parametrize("value, needle", [
     ('"cafe\\u0301"', "not in Unicode NFC"),
     ('"\\udcff"', "not valid Unicode text (a lone surrogate"),

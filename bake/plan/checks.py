@@ -8,8 +8,8 @@ because an earlier step checked it, as a plugin may change a target after that. 
   buildx's ``bake/bake.go``), each of its type: strings, booleans, lists of strings, mappings of
   string to string, lists of ``k=v`` entries (or their object form); no NaN or infinity;
 - tags that are image references, platforms bake-plan can name, contexts that are absolute
-  directories or something buildx resolves itself (``target:`` a target of the plan,
-  ``docker-image://``, a URL …);
+  directories or something buildx resolves itself (``target:`` another target of the plan, in
+  no loop; ``docker-image://``, a URL …);
 - valid Unicode text in NFC: bake stores every string through cty, which NFC-normalises it, so a
   decomposed ``é`` (``e`` + U+0301) would come back changed, and a lone surrogate cannot be
   written as UTF-8 at all;
@@ -142,18 +142,52 @@ def check_plan(plan: dict, owners: Mapping[str, Stage], culprit: Optional[Culpri
 
 
 def _check_target_contexts(plan: dict, owners: Mapping[str, Stage], culprit: Culprit) -> None:
-    """Every ``target:NAME`` context names a target of the plan: buildx would otherwise stop the
-    whole bake with "failed to find target NAME" before building anything."""
+    """Every ``target:NAME`` context names another target of the plan, and they form no loop:
+    buildx would otherwise stop the whole bake before building anything ("failed to find target",
+    "cannot link to itself", "infinite loop")."""
     targets = plan.get("target", {})
+    links: dict = {}  # target → [(context key, target it names)]
+
+    def fail(tname: str, key: str, value: str, why: str) -> StageError:
+        stage = owners[tname]
+        who = culprit(tname, "contexts", key) or f"plugin '{stage.plugin}'"
+        return StageError(f"{who}, stage '{stage.name}', target '{tname}', contexts[{key!r}]: {value!r:.80} {why}")
+
     for tname, target in targets.items():
         for key, value in (target.get("contexts") or {}).items():
-            if not value.startswith("target:") or value[len("target:"):] in targets:
+            if not value.startswith("target:"):
                 continue
-            stage = owners[tname]
-            who = culprit(tname, "contexts", key) or f"plugin '{stage.plugin}'"
-            hint = did_you_mean(value[len("target:"):], targets, n=1)
-            raise StageError(f"{who}, stage '{stage.name}', target '{tname}', contexts[{key!r}]: {value!r:.80} names "
-                             f"no target of the plan{hint}")
+            other = value[len("target:"):]
+            if other not in targets:
+                raise fail(tname, key, value, f"names no target of the plan{did_you_mean(other, targets, n=1)}")
+            if other == tname:
+                raise fail(tname, key, value, "is the target itself")
+            links.setdefault(tname, []).append((key, other))
+    done: set = set()
+    for start in links:  # depth first, without recursion: a loop is a link back into the path walked
+        if start in done:
+            continue
+        path, keys, stack = [start], [], [iter(links.get(start, ()))]  # keys[i]: the link path[i] -> path[i+1]
+        while stack:
+            step = next(stack[-1], None)
+            if step is None:
+                done.add(path.pop())
+                stack.pop()
+                if keys:
+                    keys.pop()
+                continue
+            key, other = step
+            if other in path:
+                first = path.index(other)
+                edges = list(zip(path[first:], keys[first:] + [key], path[first + 1:] + [other]))
+                # blame a link a plugin's bake_plan_adjust_target made, else the one that closed the loop
+                tname, key, to = next((e for e in edges if culprit(e[0], "contexts", e[1])), edges[-1])
+                loop = " -> ".join(path[first:] + [other])
+                raise fail(tname, key, f"target:{to}", f"closes a loop of targets ({loop})")
+            if other not in done:
+                path.append(other)
+                keys.append(key)
+                stack.append(iter(links.get(other, ())))
 
 
 def check_text(text: str) -> Optional[str]:
