@@ -320,6 +320,16 @@ def bake_plan_platforms(stage, requested):
                           "plugin 'sparcy': bake_plan_platforms for stage 'base' answered linux/sparc, which the stage "
                           "does not support (it supports linux/amd64, linux/arm64) and no --platform asked for",
                           cwd=tmp_path)
+    # one policy narrowing the parent only: the child's plugin is named, and the policy that chose
+    narrow = make_plugin("""
+from bake import hookimpl
+@hookimpl(tryfirst=True)
+def bake_plan_platforms(stage, requested):
+    return ["linux/amd64"] if stage.name == "base" else None
+""", name="narrower")
+    assert_one_line_error(cli("--target", "jax", cwd=tmp_path, pythonpath=[narrow]),
+                          "builds for linux/arm64 but stage 'base' it builds on does not (plugin "
+                          "'narrower' chose their platforms: bake_plan_platforms)", cwd=tmp_path)
     # asked for by the user: the user's mistake, as before
     assert_one_line_error(cli("--target", "jax", "--platform", "linux/s390x", cwd=tmp_path),
                           "stage 'base' (plugin 'base') does not support linux/s390x", cwd=tmp_path)

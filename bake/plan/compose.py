@@ -23,7 +23,7 @@ from bake.plan.names import (
     repository_name,
     target_name,
 )
-from bake.plan.plugins import THROUGH_A_WRAPPER, Hooks, changes, snapshot
+from bake.plan.plugins import CORE_PLUGINS, THROUGH_A_WRAPPER, Hooks, changes, snapshot
 from bake.plan.secrets import SecretSpec
 from bake.plan.stage import Stage, dependencies
 from bake.resources import stages_dir
@@ -451,9 +451,13 @@ def compose(stages: Dict[str, Stage], options: PlanOptions, hooks: Hooks) -> Com
                 continue
             missing = [p for p in answer if p not in platforms[dep]]
             if missing:
+                # the policy that answered for one of the two, when it is not bake-plan's own: it chose
+                policy = next((hooks.platforms_by.get(s) for s in (dep, stage.name)
+                               if hooks.platforms_by.get(s) not in (None, *CORE_PLUGINS)), None)
+                chose = f" (plugin '{policy}' chose their platforms: bake_plan_platforms)" if policy else ""
                 raise StageError(
                     f"plugin '{stage.plugin}', stage '{stage.name}': builds for {', '.join(missing)} "
-                    f"but stage '{dep}' it builds on does not"
+                    f"but stage '{dep}' it builds on does not{chose}"
                 )
         platforms[stage.name] = answer
 

@@ -181,6 +181,8 @@ class Hooks:
         self.pm = pm
         # While watching (watching()): target name -> (the live target, a copy of it when finished).
         self._watched: Optional[Dict[str, Tuple[dict, dict]]] = None
+        self.platforms_by: Dict[str, Optional[str]] = {}
+        """Stage name → the plugin whose ``bake_plan_platforms`` answered for it (:meth:`platforms`)."""
 
     def collect_stages(self) -> Dict[str, Stage]:
         """Every stage of every plugin, by name, each stamped with its plugin.
@@ -304,6 +306,7 @@ class Hooks:
         if not platforms:  # buildx would build for the engine's own platform under every arch's tags
             raise PluginError(f"{_by(plugin)}bake_plan_platforms for stage '{stage.name}' returned no platform "
                               "(return None to leave the answer to the next policy)")
+        self.platforms_by[stage.name] = plugin
         invented = [p for p in platforms if p not in stage.platforms and p not in requested]
         if invented:  # nobody asked for it: the policy's mistake, not the user's (that is compose's)
             raise PluginError(f"{_by(plugin)}bake_plan_platforms for stage '{stage.name}' answered "
