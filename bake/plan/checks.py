@@ -168,16 +168,18 @@ def _check_target_contexts(plan: dict, owners: Mapping[str, Stage], culprit: Cul
         if start in done:
             continue
         path, keys, stack = [start], [], [iter(links.get(start, ()))]  # keys[i]: the link path[i] -> path[i+1]
+        on_path = {start}
         while stack:
             step = next(stack[-1], None)
             if step is None:
+                on_path.discard(path[-1])
                 done.add(path.pop())
                 stack.pop()
                 if keys:
                     keys.pop()
                 continue
             key, other = step
-            if other in path:
+            if other in on_path:
                 first = path.index(other)
                 edges = list(zip(path[first:], keys[first:] + [key], path[first + 1:] + [other]))
                 # blame a link a plugin's bake_plan_adjust_target made, else the one that closed the loop
@@ -186,6 +188,7 @@ def _check_target_contexts(plan: dict, owners: Mapping[str, Stage], culprit: Cul
                 raise fail(tname, key, f"target:{to}", f"closes a loop of targets ({loop})")
             if other not in done:
                 path.append(other)
+                on_path.add(other)
                 keys.append(key)
                 stack.append(iter(links.get(other, ())))
 
