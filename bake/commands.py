@@ -153,9 +153,12 @@ def build(settings: Settings) -> int:
     if not settings.dry_run:  # `docker info` answers while the plugins load and the plan is made
         probe = EngineProbe()
     try:
+        metadata_file = settings.metadata_file or settings.sitrep_dir / "bake-metadata.json"
+        reports = Reports.from_environment(settings.sitrep_dir, metadata_file)
+        if not settings.dry_run:  # the likelier mistake first: -o on a report is said as such
+            reports.check_apart(Path(settings.output or DEFAULT_FILES[settings.format]))
         check_plan_output(settings)
         composition = compose(settings)
-        metadata_file = settings.metadata_file or settings.sitrep_dir / "bake-metadata.json"
         if settings.dry_run:  # asks no engine, only which buildx the docker CLI runs
             buildx = buildx_version()
             if buildx is None:  # no command to print when there is no buildx to run it
@@ -171,7 +174,6 @@ def build(settings: Settings) -> int:
                              buildx=buildx, no_cache=settings.no_cache)
             print(command_line(argv))
             return 0
-        reports = Reports.from_environment(settings.sitrep_dir, metadata_file)
         with no_empty_directory_left(settings.sitrep_dir, metadata_file.parent):
             reports.prepare(Path(settings.output or DEFAULT_FILES[settings.format]))
             plan_file = write_plan(settings, composition, _informing(settings, sys.stdout))

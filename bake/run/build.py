@@ -45,6 +45,20 @@ class Reports:
     def __init__(self, sitrep_dir: Path, metadata_file: Path, step_summary: Optional[str]):
         self.sitrep_dir, self.metadata_file, self.step_summary = sitrep_dir, metadata_file, step_summary
 
+    def check_apart(self, plan_file: Path) -> None:
+        """That the plan file, the metadata file and the three reports are five files.
+
+        :raises OutputError: two of them are one (``-o DIR/sitrep.json --sitrep-dir DIR``).
+        """
+        named = {"the plan": plan_file, "--metadata-file": self.metadata_file,
+                 **{f"the {name}": self.sitrep_dir / name for name in REPORT_FILES}}
+        seen: dict = {}
+        for what, path in named.items():
+            real = os.path.realpath(path)
+            if real in seen:
+                raise OutputError(f"{path} would be both {seen[real]} and {what}: give each its own file")
+            seen[real] = what
+
     def prepare(self, plan_file: Path) -> None:
         """Check every report path is writable and apart from the plan file, and take the previous
         run's reports away, so a run that stops early (no engine, bad input) never leaves an old
@@ -59,14 +73,7 @@ class Reports:
             something bake-plan did not write, two of the files are one (``-o DIR/sitrep.json
             --sitrep-dir DIR``), or ``$GITHUB_STEP_SUMMARY`` cannot be appended to.
         """
-        named = {"the plan": plan_file, "--metadata-file": self.metadata_file,
-                 **{f"the {name}": self.sitrep_dir / name for name in REPORT_FILES}}
-        seen: dict = {}
-        for what, path in named.items():
-            real = os.path.realpath(path)
-            if real in seen:
-                raise OutputError(f"{path} would be both {seen[real]} and {what}: give each its own file")
-            seen[real] = what
+        self.check_apart(plan_file)
         try:
             self.sitrep_dir.mkdir(parents=True, exist_ok=True)
             self.metadata_file.parent.mkdir(parents=True, exist_ok=True)
