@@ -155,8 +155,8 @@ def build(settings: Settings) -> int:
     try:
         metadata_file = settings.metadata_file or settings.sitrep_dir / "bake-metadata.json"
         reports = Reports.from_environment(settings.sitrep_dir, metadata_file)
-        if not settings.dry_run:  # the likelier mistake first: -o on a report is said as such
-            reports.check_apart(Path(settings.output or DEFAULT_FILES[settings.format]))
+        # the likelier mistake first: -o on a report is said as such (a dry run's command would meet it)
+        reports.check_apart(Path(settings.output or DEFAULT_FILES[settings.format]))
         check_plan_output(settings)
         composition = compose(settings)
         if settings.dry_run:  # asks no engine, only which buildx the docker CLI runs

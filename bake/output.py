@@ -118,14 +118,14 @@ def check_writable(path: str, what: str = "the plan") -> None:
         return
     if os.path.isdir(path):
         raise OutputError(f"cannot write {what} to {path}: it is a directory")
-    if os.path.islink(path):  # write_atomic replaces the file the link points to
-        path = os.path.realpath(path)
-    directory = os.path.dirname(path) or "."
+    target = os.path.realpath(path) if os.path.islink(path) else path  # write_atomic replaces the link's file
+    directory = os.path.dirname(target) or "."
     try:
         if not stat.S_ISDIR(os.stat(directory).st_mode):
             raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
     except OSError as err:
-        raise OutputError(f"cannot write {what} to {path}: {err.strerror or err}") from None
+        through = f" (a symbolic link to {os.readlink(path)})" if target != path else ""
+        raise OutputError(f"cannot write {what} to {path}{through}: {err.strerror or err}") from None
 
 
 def _regular_or_absent(path: str) -> bool:

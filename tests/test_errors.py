@@ -329,7 +329,7 @@ def bake_plan_platforms(stage, requested):
 """, name="narrower")
     assert_one_line_error(cli("--target", "jax", cwd=tmp_path, pythonpath=[narrow]),
                           "builds for linux/arm64 but stage 'base' it builds on does not (plugin "
-                          "'narrower' chose their platforms: bake_plan_platforms)", cwd=tmp_path)
+                          "'narrower' chose stage 'base''s platforms: bake_plan_platforms)", cwd=tmp_path)
     # asked for by the user: the user's mistake, as before
     assert_one_line_error(cli("--target", "jax", "--platform", "linux/s390x", cwd=tmp_path),
                           "stage 'base' (plugin 'base') does not support linux/s390x", cwd=tmp_path)

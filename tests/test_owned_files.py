@@ -116,7 +116,8 @@ def test_a_file_bake_plan_did_not_put_in_the_pip_lock_context_is_refused_not_sen
 
 @pytest.mark.parametrize("output, why", [("docker-bake.hcl", "docker-bake.hcl: bake-plan did not write this file"),
                                          ("missing/plan.hcl", "cannot write the plan to missing/plan.hcl: No such file"),
-                                         ("dangling.hcl", "cannot write the plan to ")])
+                                         ("dangling.hcl", "cannot write the plan to dangling.hcl (a symbolic link to "
+                                                          "nowhere/plan.hcl): No such file")])
 def test_a_locked_plan_refused_for_its_output_writes_no_pip_lock_context(owned_cli, tmp_path, output, why):
     """The plan file's place is checked before the plan is made: a refused ``--locked`` plan has
     copied no lock into its pip-lock context (exit 2 writes nothing)."""

@@ -71,10 +71,11 @@ def test_an_unwritable_step_summary_is_one_line_and_never_hangs(cli, tmp_path, k
     (["-o", "sitrep/sitrep.json"], "would be both the plan and the sitrep.json"),
     (["--metadata-file", "sitrep/badge.json"], "would be both --metadata-file and the badge.json"),
 ], ids=["plan-on-the-sitrep", "metadata-on-the-badge"])
-def test_two_outputs_on_one_file_are_refused(cli, tmp_path, args, needle):
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]])  # a dry run's command would meet it too
+def test_two_outputs_on_one_file_are_refused(cli, tmp_path, args, needle, dry_run):
     sitrep = tmp_path / "sitrep"
     _previous_run(sitrep)
-    proc = cli("build", "--target", "jax", "--sitrep-dir", "sitrep", *args, cwd=tmp_path, env=NO_ENGINE)
+    proc = cli("build", "--target", "jax", "--sitrep-dir", "sitrep", *args, *dry_run, cwd=tmp_path, env=NO_ENGINE)
     assert_one_line_error(proc, needle)
     assert json.loads((sitrep / "sitrep.json").read_text())["outcome"] == "pass", "nothing touched"
 

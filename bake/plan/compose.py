@@ -452,9 +452,10 @@ def compose(stages: Dict[str, Stage], options: PlanOptions, hooks: Hooks) -> Com
             missing = [p for p in answer if p not in platforms[dep]]
             if missing:
                 # the policy that answered for one of the two, when it is not bake-plan's own: it chose
-                policy = next((hooks.platforms_by.get(s) for s in (dep, stage.name)
-                               if hooks.platforms_by.get(s) not in (None, *CORE_PLUGINS)), None)
-                chose = f" (plugin '{policy}' chose their platforms: bake_plan_platforms)" if policy else ""
+                chooser = next(((hooks.platforms_by[s], s) for s in (dep, stage.name)
+                                if hooks.platforms_by.get(s) not in (None, *CORE_PLUGINS)), None)
+                chose = (f" (plugin '{chooser[0]}' chose stage '{chooser[1]}''s platforms: bake_plan_platforms)"
+                         if chooser else "")
                 raise StageError(
                     f"plugin '{stage.plugin}', stage '{stage.name}': builds for {', '.join(missing)} "
                     f"but stage '{dep}' it builds on does not{chose}"
