@@ -355,8 +355,9 @@ def _makeable(path: str, where: str, value: str) -> None:
             raise UsageError(f"{where} {value}: {here}{'is ' if here else ''}a symbolic link to {os.readlink(part)}, "
                              "which is not there")
         if not os.path.exists(part):
-            rest = os.path.normpath(os.path.join(*parts[i:]))  # never on disk: no link to follow
-            if ".." in Path(os.path.join(*parts[i:])).parts and rest != os.path.join(*parts[i:]):
+            missing = os.path.join(*parts[i:])
+            rest = os.path.normpath(missing)  # never on disk: no link to follow; differs only for a ".."
+            if rest != missing:
                 _makeable(os.path.join(done, rest) if done else rest, where, value)
             return
         if not os.path.isdir(part):
