@@ -14,6 +14,16 @@ Two kinds of hole, each closed here once:
   make a line read differently; :func:`printable` shows each such character escaped
   (``\\x1b``, ``\\u202e``).
 
+Text handed to another program is checked here too, once per program:
+
+- **git** (:func:`git_fault`): a URL or ref bake-plan passes to git (``git clone``, ``git
+  fetch``, ``git ls-remote``) must not read as an option (a leading ``-``: ``--upload-pack=…``
+  runs a command), nor be a transport that runs one (``ext::``, ``fd::``); a ref follows
+  ``git check-ref-format``'s character rules.
+- **uv and pip** (:func:`expansion_fault`): both expand ``${NAME}`` in a requirement or URL they
+  read from the environment, so a ``${CI_TOKEN}`` would be replaced by the secret, sent and
+  printed; such a reference (or ``$NAME``) is refused in text bake-plan hands them.
+
 And :func:`counted`, so a person reads "1 target", not "1 targets".
 """
 
@@ -98,3 +108,56 @@ def clipped(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` characters, ``…`` in the last place when it was longer, so a cut
     line says it was cut."""
     return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+_GIT_REF_BAD = re.compile(r"[\s~^:?*\[\\]|\.\.|@\{|//|/\.|\.lock(?:/|\Z)|[./]\Z")
+_DANGEROUS_TRANSPORT = re.compile(r"(?i)(?:ext|fd)::")
+
+
+def git_fault(value: str, kind: str = "ref") -> Optional[str]:
+    """Why ``value`` must not be handed to git as a ``kind`` (``"ref"`` or ``"url"``), or ``None``.
+
+    Both: not empty, one line of printable text (:func:`control_fault`, no tab), no leading
+    ``-`` (git would read it as an option: ``--upload-pack=CMD`` runs ``CMD``). A URL: no
+    ``ext::``/``fd::`` transport (each runs a command or reads a descriptor). A ref:
+    ``git check-ref-format``'s character rules (no space, ``~ ^ : ? * [ \\``, ``..``, ``@{``,
+    ``//``, ``/.``, a ``.lock`` component, a trailing ``.`` or ``/``), so a branch, a tag, a
+    ``refs/…`` name, ``pull/12/head`` or a commit pass.
+
+    :returns: a phrase such as ``"starts with '-': git would take it for an option"``.
+    """
+    if not isinstance(value, str) or not value:
+        return "is empty"
+    fault = control_fault(value, allow="")
+    if fault:
+        return f"holds {fault}"
+    if value.startswith("-"):
+        return "starts with '-': git would take it for an option"
+    if kind == "url":
+        if _DANGEROUS_TRANSPORT.match(value):
+            return f"uses git's {value.split('::', 1)[0]}:: transport, which runs a command"
+        return None
+    bad = _GIT_REF_BAD.search(value)
+    if bad:
+        return f"holds {bad.group()!r}, which git refuses in a ref name"
+    return None
+
+
+_EXPANSION = re.compile(r"\$(?:\{|[A-Za-z_][A-Za-z0-9_]*)")
+
+
+def expansion_fault(value: str) -> Optional[str]:
+    """Why uv or pip would not take ``value`` (a URL or a requirement line) literally, or ``None``:
+    a ``${NAME}`` (or ``$NAME``) reference, which both expand from the environment, so a secret
+    such as ``${CI_TOKEN}`` would be sent to the server and printed in their output.
+
+    :returns: ``"holds '${CI_TOKEN}', which uv and pip replace by the environment variable's value"``.
+    """
+    match = _EXPANSION.search(value)
+    if not match:
+        return None
+    ref = match.group()
+    if ref == "${":
+        end = value.find("}", match.start())
+        ref = value[match.start():end + 1] if end != -1 else value[match.start():match.start() + 20]
+    return f"holds {ref!r}, which uv and pip replace by the environment variable's value"
