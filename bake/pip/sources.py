@@ -39,7 +39,7 @@ from bake.errors import SourcesError
 from bake.output import write_atomic
 from bake.plan.secrets import redact
 from bake.plan.stage import SOURCE_MODES, Source
-from bake.plan.text import control_fault
+from bake.plan.text import control_fault, expansion_fault, git_fault
 from bake.resources import stages_dir
 
 MANIFEST_ENV = "BAKE_PLAN_SOURCES"
@@ -124,7 +124,7 @@ def _check_patches(value, mode: str, here: str, base_dir: Optional[str]) -> Tupl
                                    "manifest> (letters, digits, '.', '_', '-', '/'; no '..')")
             if base_dir is not None and not (Path(base_dir) / rel).is_file():
                 raise SourcesError(f"{here}: patch {patch!r}: no such file {Path(base_dir) / rel}")
-        elif not _PATCH_REF.match(patch) or ".." in patch or patch.endswith((".lock", "/")):
+        elif not _PATCH_REF.match(patch) or git_fault(patch):
             raise SourcesError(f"{here}: patch {patch!r} is neither a git ref (e.g. 'pull/12/head') nor file://<path>")
     if len(set(value)) != len(value):
         raise SourcesError(f"{here}: patches name {next(p for p in value if value.count(p) > 1)!r} twice")
@@ -195,9 +195,16 @@ def _check_entry(key: str, table, where: str, base_dir: Optional[str]) -> Manife
             raise SourcesError(f"{here}: {k} {value!r} holds {fault}; it must be one line of text")
         if "#" in value or any(c.isspace() for c in value):
             raise SourcesError(f"{here}: {k} {value!r} must be a non-empty string without '#' or spaces")
-    for k in ("url", "mirror_url", "tracking_ref"):
-        if k in table and table[k].startswith("-"):  # git would read it as an option
-            raise SourcesError(f"{here}: {k} {table[k]!r} starts with '-': git would take it for an option")
+    for k in ("url", "mirror_url", "tracking_ref"):  # handed to git: by git's rules (bake.plan.text)
+        fault = git_fault(table[k], "ref" if k == "tracking_ref" else "url") if k in table else None
+        if fault:
+            raise SourcesError(f"{here}: {k} {table[k]!r} {fault}")
+    if table["mode"] == "pip-vcs":  # the URL reaches uv and pip, which expand ${VAR}
+        for k in ("url", "mirror_url"):
+            fault = expansion_fault(table[k]) if k in table else None
+            if fault:
+                raise SourcesError(f"{here}: {k} {fault}; a pip-vcs URL must be literal (leave credentials "
+                                   "to git: a credential helper or an SSH key)")
     if not _COMMIT.match(table["commit"]):
         raise SourcesError(f"{here}: commit {table['commit']!r} is not a 40-hex commit (run `bake-plan bump {key}`)")
     if table["mode"] not in SOURCE_MODES:
@@ -432,6 +439,8 @@ def checkout(src: Source, dest: str, patch_dir: Optional[str] = None, timeout: f
     target = Path(dest)
     if target.is_dir():
         return
+    _check_git_args(src.name, (src.url, "url"), (src.ref, "ref"), *((p, "ref") for p in src.patches
+                                                                   if not p.startswith("file://")))
     target.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
@@ -452,7 +461,13 @@ def checkout(src: Source, dest: str, patch_dir: Optional[str] = None, timeout: f
         if proc.returncode != 0:
             lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
             raise SourcesError(f"cannot check out {src.urlref}: {lines[-1] if lines else f'exit {proc.returncode}'}")
-        (work / "src").rename(target)
+        try:
+            (work / "src").rename(target)
+        except OSError:
+            # Another run sharing the checkouts cache (a parallel lock) put the same commit there
+            # first: its checkout is as good as ours. Anything else is a real failure.
+            if not target.is_dir():
+                raise SourcesError(f"cannot put the checkout of {src.urlref} at {target}") from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -483,6 +498,17 @@ def prepare_checkouts(stages) -> List[str]:
 
 # ---- bump -----------------------------------------------------------------------------------
 
+def _check_git_args(what: str, *values: Tuple[str, str]) -> None:
+    """Every ``(value, kind)`` git is about to be handed, by git's rules (:func:`bake.plan.text.git_fault`).
+
+    :raises SourcesError: one line naming ``what`` (a source) and the value.
+    """
+    for value, kind in values:
+        fault = git_fault(value, kind)
+        if fault:
+            raise SourcesError(f"{what}: {kind} {value!r} {fault}")
+
+
 LsRemote = Callable[[str, str], List[Tuple[str, str]]]
 
 
@@ -495,6 +521,7 @@ def ls_remote(url: str, ref: str, timeout: float = 120) -> List[Tuple[str, str]]
     env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
     import subprocess
 
+    _check_git_args(url, (url, "url"), (ref, "ref"))
     try:
         # The peeled pattern too: a pattern "v1" does not match the "refs/tags/v1^{}" line.
         proc = subprocess.run(["git", "ls-remote", "--", url, ref, ref + "^{}"], capture_output=True, text=True,

@@ -135,7 +135,7 @@ def git_fault(value: str, kind: str = "ref") -> Optional[str]:
         return "starts with '-': git would take it for an option"
     if kind == "url":
         if _DANGEROUS_TRANSPORT.match(value):
-            return f"uses git's {value.split('::', 1)[0]}:: transport, which runs a command"
+            return f"uses git's {value.split('::', 1)[0].lower()}:: transport, which runs a command or reads a descriptor"
         return None
     bad = _GIT_REF_BAD.search(value)
     if bad:

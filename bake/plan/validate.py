@@ -21,14 +21,15 @@ from bake.plan.names import (
     check_tag,
 )
 from bake.plan.stage import SOURCE_MODES, ImageTest, Source, Stage
-from bake.plan.text import control_fault
+from bake.plan.text import control_fault, expansion_fault, git_fault
 from bake.plan.variants import check as check_variants
 
 KINDS = ("mealkit", "single")
 _STAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 _SOURCE_NAME = re.compile(r"[A-Z][A-Z0-9_]*\Z")
 _COMMIT = re.compile(r"[0-9a-fA-F]{40}\Z")
-_PYTHON = re.compile(r"3\.[0-9]{1,2}\Z")
+_PYTHON = re.compile(r"3\.(?:0|[1-9][0-9]?)(?:\.(?:0|[1-9][0-9]{0,2}))?\Z")
+_GLIBC = re.compile(r"2\.(?:1[7-9]|[2-9][0-9])\Z")
 _CONTEXT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./:-]*\Z")
 # Named-context values buildx takes as they are, rather than as a local directory.
 _CONTEXT_SCHEMES = ("target:", "docker-image://", "oci-layout://", "https://", "http://", "git@", "ssh://")
@@ -36,6 +37,11 @@ _CONTEXT_SCHEMES = ("target:", "docker-image://", "oci-layout://", "https://", "
 # A git+ URL pinned to a full commit: "…git+<url>@<40 hex>" then a fragment, a space, a marker or the end.
 # The same rule as stages/scripts/pip-finalize.sh, so a line the host accepts the image accepts too.
 _VCS_PINNED = re.compile(r"git\+\S*@[0-9a-fA-F]{40}(?=[#\s;]|$)")
+
+
+LINT_RULE = re.compile(r"(DL|SC)[0-9]{4}\Z|[A-Z][A-Za-z]{2,63}\Z")
+"""A rule ``lint_ignore`` names: a hadolint rule (``DL3008``, ShellCheck's ``SC2086``) or a BuildKit
+Dockerfile check (``FromAsCasing``)."""
 
 
 def unpinned_vcs(line: str) -> bool:
@@ -169,7 +175,11 @@ def validate(stage: object, plugin: str, checked_contexts: Optional[Set[Tuple[st
         if not Path(host_path).is_absolute():
             raise fail("host_paths", f"{image_path!r}: {host_path!r} must be an absolute path on the host")
     if stage.python is not None and (not isinstance(stage.python, str) or not _PYTHON.match(stage.python)):
-        raise fail("python", f"{stage.python!r} is not a Python version such as '3.10' (major.minor)")
+        raise fail("python", f"{stage.python!r} is not a Python version such as '3.10' (major.minor) "
+                             "or '3.10.14' (the exact one)")
+    if stage.glibc is not None and (not isinstance(stage.glibc, str) or not _GLIBC.match(stage.glibc)):
+        raise fail("glibc", f"{stage.glibc!r} is not a glibc version such as '2.36' (2.17 or later: "
+                            "the oldest manylinux, manylinux2014)")
     sources = _check_seq(stage, "sources", fail, Source)
     seen = set()
     for src in sources:
@@ -185,6 +195,11 @@ def validate(stage: object, plugin: str, checked_contexts: Optional[Set[Tuple[st
                     or any(c == "#" or c.isspace() for c in value)):
                 raise sfail(f"{attr} {value!r} must be a non-empty string without '#', spaces, line breaks "
                             "or control characters")
+            fault = git_fault(value, attr)  # handed to git (lock's checkout, the image's fetch)
+            if fault:
+                raise sfail(f"{attr} {value!r} {fault}")
+        if src.mode == "pip-vcs" and expansion_fault(src.url):  # the URL reaches uv and pip
+            raise sfail(f"url {expansion_fault(src.url)}; a pip-vcs URL must be literal")
         if src.path is not None and (not isinstance(src.path, str) or not src.path.startswith("/")):
             raise sfail(f"path {src.path!r} must be an absolute path in the image")
         if src.mode not in SOURCE_MODES:
@@ -192,7 +207,8 @@ def validate(stage: object, plugin: str, checked_contexts: Optional[Set[Tuple[st
         patches = src.patches
         if not isinstance(patches, (tuple, list)) or not all(
                 isinstance(p, str) and p and not control_fault(p, allow="")
-                and not any(c.isspace() or c in "#'\"\\$`" for c in p) for p in patches):
+                and not any(c.isspace() or c in "#'\"\\$`" for c in p)
+                and (p.startswith("file://") or not git_fault(p)) for p in patches):
             raise sfail(f"patches {patches!r} must be a sequence of git refs or file://<path>, without spaces")
         if patches and src.mode != "git-clone":
             raise sfail(f"patches need mode 'git-clone' (pip installs a {src.mode} source as it is)")
@@ -201,6 +217,10 @@ def validate(stage: object, plugin: str, checked_contexts: Optional[Set[Tuple[st
                         "which must be pinned to a 40-hex commit")
 
     tests = _check_tests(stage, platforms, fail)
+    lint_ignore = _check_mapping(stage, "lint_ignore", fail, key_re=LINT_RULE)
+    for rule, reason in lint_ignore.items():
+        if not reason.strip() or control_fault(reason, allow=""):
+            raise fail("lint_ignore", f"{rule}: the reason must be one line of text saying why the rule does not apply")
     variant_fields = check_variants(stage, fail)
 
     return dataclasses.replace(
@@ -217,6 +237,7 @@ def validate(stage: object, plugin: str, checked_contexts: Optional[Set[Tuple[st
         host_paths=host_paths,
         sources=sources,
         tests=tests,
+        lint_ignore=lint_ignore,
         plugin=plugin,
     )
 

@@ -46,6 +46,10 @@ url="${urlref%"#"*}"
 ref="${urlref##*"#"}"
 [ -n "$url" ] || die "--urlref '${urlref}' has an empty URL"
 [ -n "$ref" ] || die "--urlref '${urlref}' has an empty ref after '#'"
+# git reads a leading '-' as an option (--upload-pack=CMD runs CMD): refuse, for URL, ref, patches.
+for arg in "$url" "$ref" $patches; do
+  case "$arg" in -*) die "'${arg}' starts with '-': git would take it for an option" ;; esac
+done
 
 case "$mode" in
   git-clone)

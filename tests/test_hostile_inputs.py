@@ -1,0 +1,239 @@
+"""Hostile text and shared state at the edges where bake-plan hands work to another program.
+
+Each kind is closed in one place and tested here with the case that was found and one nobody
+listed: text handed to git (a leading ``-`` is an option, ``ext::`` runs a command), text handed
+to uv and pip (``${VAR}`` is expanded from the environment), the checkouts cache shared by
+parallel ``lock`` runs.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from bake.errors import SourcesError
+from bake.pip.sources import checkout, ls_remote, parse_manifest
+from bake.plan.stage import Source
+from bake.plan.text import expansion_fault, git_fault
+from bake.resources import stages_dir
+
+GIT_ENV = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@localhost", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@localhost", GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1")
+ZERO = "0" * 40
+
+
+def git(repo, *args) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env=GIT_ENV, timeout=60).stdout.strip()
+
+
+def one_line_error(proc, *needles):
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("bake-plan: error: ") and "Traceback" not in proc.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """A real repository with one commit on main, and that commit."""
+    path = tmp_path / "upstream"
+    path.mkdir()
+    git(path, "init", "--quiet", "--initial-branch=main")
+    (path / "file.txt").write_text("one\n")
+    git(path, "add", "file.txt")
+    git(path, "commit", "--quiet", "-m", "one")
+    return path, git(path, "rev-parse", "HEAD")
+
+
+# ---- text handed to git ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("value, kind, fault", [
+    ("--upload-pack=touch${IFS}X;false", "ref", "starts with '-'"),
+    ("-c", "ref", "starts with '-'"),
+    ("--upload-pack=/tmp/evil", "url", "starts with '-'"),
+    ("ext::sh -c touch% X", "url", "ext:: transport"),
+    ("FD::3", "url", "fd:: transport"),
+    ("main..evil", "ref", "'..'"),
+    ("main@{1}", "ref", "'@{'"),
+    ("refs/heads/x.lock", "ref", "'.lock'"),
+    ("ma\tin", "ref", "a tab"),
+])
+def test_git_fault_refuses_what_git_would_read_otherwise(value, kind, fault):
+    assert fault in (git_fault(value, kind) or "")
+
+
+@pytest.mark.parametrize("value, kind", [
+    ("main", "ref"), ("refs/heads/release", "ref"), ("v1.2", "ref"), ("pull/12/head", "ref"), ("HEAD", "ref"),
+    ("a" * 40, "ref"), ("https://github.com/google/jax.git", "url"), ("git@github.com:google/jax.git", "url"),
+    ("file:///tmp/x", "url"), ("ssh://git@host/x.git", "url"),
+])
+def test_git_fault_passes_branches_tags_commits_and_urls(value, kind):
+    assert git_fault(value, kind) is None
+
+
+def test_an_override_ref_git_would_run_is_refused_before_git_runs(cli, tmp_path):
+    (tmp_path / "bake-plan.toml").write_text('[stages.jax.sources.JAX]\nref = "--upload-pack=touch${IFS}X;false"\n')
+    env = dict(os.environ, BAKE_PLAN_CHECKOUTS=str(tmp_path / "checkouts"))
+    proc = cli("lock", "--target", "jax", cwd=tmp_path, env=env)
+    one_line_error(proc, "bake-plan.toml:stages.jax", "source 'JAX'", "ref '--upload-pack", "starts with '-'")
+    assert not (tmp_path / "X").exists() and not (tmp_path / "checkouts").exists()
+    assert not (tmp_path / "locks").exists()
+
+
+def test_an_override_url_with_a_transport_that_runs_a_command_is_refused(cli, tmp_path):
+    (tmp_path / "bake-plan.toml").write_text('[stages.jax.sources.JAX]\nurl = "ext::sh"\n')
+    one_line_error(cli("plan", "--target", "jax", "-o", "plan.hcl", cwd=tmp_path),
+                   "bake-plan.toml:stages.jax", "source 'JAX'", "url 'ext::sh'", "ext:: transport")
+    assert not (tmp_path / "plan.hcl").exists()
+
+
+PATCH_AS_OPTION = """
+from bake import Source, Stage, hookimpl
+from bake.resources import stage_dir
+
+@hookimpl
+def bake_plan_stages():
+    return [Stage(name="patched", image="patched", parent="base", context=stage_dir("jax"),
+                  sources=(Source("TOOL", "https://example.com/tool.git", "a" * 40,
+                                  patches=("--upload-pack=/tmp/evil.sh",)),))]
+"""
+
+
+def test_a_plugin_patch_git_would_read_as_an_option_is_refused(cli, make_plugin, tmp_path):
+    site = make_plugin(PATCH_AS_OPTION, name="patch-option")
+    one_line_error(cli("--target", "patched", cwd=tmp_path, pythonpath=[site]),
+                   "plugin 'patch-option', stage 'patched'", "source 'TOOL'", "patches")
+
+
+def test_the_manifest_refuses_a_url_transport_that_runs_a_command():
+    text = f'[one]\nurl = "ext::/tmp/evil.sh"\ntracking_ref = "main"\ncommit = "{ZERO}"\nmode = "git-clone"\n'
+    with pytest.raises(SourcesError, match=r"m.toml: \[one\]: url 'ext::/tmp/evil.sh' uses git's ext:: transport"):
+        parse_manifest(text, "m.toml")
+
+
+def test_git_is_never_run_on_an_option_even_by_a_library_caller(tmp_path, repo):
+    path, commit = repo
+    with pytest.raises(SourcesError, match="starts with '-'"):
+        checkout(Source("ONE", path.as_uri(), f"--upload-pack=touch {tmp_path / 'X'}"), str(tmp_path / "dest"))
+    with pytest.raises(SourcesError, match="starts with '-'"):
+        ls_remote(path.as_uri(), f"--upload-pack=touch {tmp_path / 'X'}")
+    assert not (tmp_path / "X").exists() and not (tmp_path / "dest").exists()
+
+
+def test_the_image_fetch_script_refuses_a_ref_git_would_read_as_an_option(tmp_path, repo):
+    path, _ = repo
+    proc = subprocess.run(["bash", str(stages_dir() / "scripts" / "fetch-source.sh"), "--urlref",
+                           f"{path.as_uri()}#--upload-pack=touch${{IFS}}{tmp_path / 'X'};false",
+                           "--dest", str(tmp_path / "dest"), "--stage", "s"],
+                          capture_output=True, text=True, timeout=60, env=GIT_ENV)
+    assert proc.returncode == 1 and "starts with '-'" in proc.stderr, proc.stderr
+    assert not (tmp_path / "X").exists() and not (tmp_path / "dest").exists()
+
+
+# ---- text handed to uv and pip ----------------------------------------------------------------
+
+def _manifest_with_fiddle_url(tmp_path, url, key="url"):
+    text = (stages_dir() / "sources.toml").read_text()
+    shipped = parse_manifest(text, "m")["fiddle"].url
+    assert f'url = "{shipped}"' in text
+    head, _, rest = text.partition("[fiddle]")
+    if key == "url":
+        rest = rest.replace(f'url = "{shipped}"', f'url = "{url}"', 1)
+    else:
+        rest = f'\n{key} = "{url}"' + rest
+    path = tmp_path / "sources.toml"
+    path.write_text(head + "[fiddle]" + rest)
+    return path
+
+
+@pytest.mark.parametrize("key, url, shown", [
+    ("url", "http://h/${CI_TOKEN}/fiddle.git", "'${CI_TOKEN}'"),
+    ("mirror_url", "https://mirror/$CI_TOKEN/fiddle.git", "'$CI_TOKEN'"),
+])
+def test_a_pip_vcs_manifest_url_uv_would_expand_is_refused(cli, tmp_path, key, url, shown):
+    path = _manifest_with_fiddle_url(tmp_path, url, key)
+    env = dict(os.environ, CI_TOKEN="s3cr3t-token", BAKE_PLAN_CHECKOUTS=str(tmp_path / "checkouts"))
+    for args in (("lock", "--target", "upstream-pax"), ("plan", "--target", "upstream-pax", "-o", "plan.hcl")):
+        proc = cli(*args, "--sources", str(path), cwd=tmp_path, env=env)
+        one_line_error(proc, str(path), "[fiddle]", f"{key} holds {shown}", "uv and pip")
+        assert "s3cr3t-token" not in proc.stderr + proc.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sources.toml"]
+
+
+PIP_VCS_EXPANDED = """
+from bake import Source, Stage, hookimpl
+from bake.resources import stage_dir
+
+@hookimpl
+def bake_plan_stages():
+    return [Stage(name="vcs", image="vcs", parent="base", context=stage_dir("jax"),
+                  sources=(Source("TOOL", "https://example.com/${CI_TOKEN}/tool.git", "a" * 40, mode="pip-vcs"),))]
+"""
+
+
+def test_a_plugin_pip_vcs_url_uv_would_expand_is_refused(cli, make_plugin, tmp_path):
+    site = make_plugin(PIP_VCS_EXPANDED, name="vcs-expanded")
+    one_line_error(cli("--target", "vcs", cwd=tmp_path, pythonpath=[site]),
+                   "plugin 'vcs-expanded', stage 'vcs'", "source 'TOOL'", "'${CI_TOKEN}'")
+
+
+@pytest.mark.parametrize("value", ["https://h/${X}", "https://h/$HOME/x", "https://h/${unterminated"])
+def test_expansion_fault_finds_every_reference_form(value):
+    assert "uv and pip" in (expansion_fault(value) or "")
+
+
+@pytest.mark.parametrize("value", ["https://h/x.git", "https://h/a$/x", "https://h/$1/x", "pkg==1.0"])
+def test_expansion_fault_passes_literal_text(value):
+    assert expansion_fault(value) is None
+
+
+# ---- the checkouts cache shared by parallel runs -----------------------------------------------
+
+def test_parallel_checkouts_of_one_commit_into_a_shared_cache_all_succeed(tmp_path, repo):
+    path, commit = repo
+    dest = tmp_path / "checkouts" / f"one-{commit}"
+    src = Source("ONE", path.as_uri(), commit)
+    start = threading.Barrier(4)
+    errors = []
+
+    def run():
+        start.wait()
+        try:
+            checkout(src, str(dest))
+        except Exception as err:  # noqa: BLE001 - any failure of a run is the test's failure
+            errors.append(err)
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors, errors
+    assert git(dest, "rev-parse", "HEAD") == commit
+    assert [p.name for p in dest.parent.iterdir()] == [dest.name]  # no temporary sibling left behind
+
+
+def test_a_checkout_that_loses_the_race_keeps_the_winners_and_leaves_nothing(tmp_path, repo, monkeypatch):
+    """The loser's rename finds the winner's directory: deterministic, without timing."""
+    path, commit = repo
+    dest = tmp_path / "checkouts" / f"one-{commit}"
+    real_rename = Path.rename
+
+    def winner_first(self, target):
+        if Path(target) == dest and not dest.exists():
+            dest.mkdir(parents=True)
+            (dest / "winner").write_text("")
+        return real_rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", winner_first)
+    checkout(Source("ONE", path.as_uri(), commit), str(dest))
+    assert (dest / "winner").exists()
+    assert [p.name for p in dest.parent.iterdir()] == [dest.name]
+
