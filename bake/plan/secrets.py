@@ -121,14 +121,22 @@ def _known_pattern(known: Tuple[str, ...]) -> "Optional[re.Pattern[str]]":
     """What to redact for ``known`` secret values: each value, and each line of a multi-line one
     (a key file a step prints comes out one line at a time), longest first, none shorter than 8
     characters; ``None`` when nothing is left."""
+    parts = _known_parts(known)
+    if not parts:
+        return None
+    return re.compile("|".join(re.escape(p) for p in parts))
+
+
+@lru_cache(maxsize=8)
+def _known_parts(known: Tuple[str, ...]) -> Tuple[str, ...]:
+    """The texts :func:`redact` searches for ``known`` values: each value and each of its lines,
+    stripped, none shorter than 8 characters, longest first."""
     parts = set()
     for value in known:
         for part in (value, *(line.strip() for line in value.splitlines())):
             if len(part) >= _MIN_KNOWN_VALUE:
                 parts.add(part)
-    if not parts:
-        return None
-    return re.compile("|".join(re.escape(p) for p in sorted(parts, key=len, reverse=True)))
+    return tuple(sorted(parts, key=len, reverse=True))
 
 
 def redact(text: str, known: Iterable[str] = ()) -> str:
@@ -151,6 +159,105 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
         else:
             text = pattern.sub("<redacted>", text)
     return text
+
+
+HOLD_CHARS = 4096
+"""How much of an unfinished run of text without white space a :class:`StreamRedactor` holds back
+at most, in characters, waiting for the rest of a credential pattern (a token, a URL's password)
+that may start in it; a ``known`` secret's prefix is held back whatever its length."""
+
+_SPACE_FREE_TAIL = re.compile(r"\S*\Z")
+# A private key's header is the one pattern with spaces: a tail that could begin it.
+_KEY_HEADER_TAIL = re.compile(r"-{1,5}(?:B(?:E(?:G(?:I(?:N(?: [A-Z0-9 ]*)?)?)?)?)?)?\Z")
+
+
+def _prefix_at_end(text: str, part: str) -> int:
+    """The length of the longest proper prefix of ``part`` that ``text`` ends with (the
+    Knuth-Morris-Pratt failure function of ``part`` run over ``text``'s tail: linear time)."""
+    tail = text[-(len(part) - 1):] if len(part) > 1 else ""
+    if not tail:
+        return 0
+    fail = [0] * len(part)
+    k = 0
+    for i in range(1, len(part)):
+        while k and part[i] != part[k]:
+            k = fail[k - 1]
+        if part[i] == part[k]:
+            k += 1
+        fail[i] = k
+    k = 0
+    for char in tail:  # shorter than part: k never reaches len(part)
+        while k and char != part[k]:
+            k = fail[k - 1]
+        if char == part[k]:
+            k += 1
+    return k
+
+
+def held_back(text: str, known: Iterable[str] = ()) -> int:
+    """How many characters at the end of ``text`` could be the start of a secret that the next
+    piece of the same stream finishes: the longest proper prefix of a ``known`` value (or of one of
+    its lines, as :func:`redact` searches them), the last run of text without white space (up to
+    :data:`HOLD_CHARS`: a token or a URL's password has none), or the start of a private key's
+    header. ``0`` when nothing could be."""
+    hold = min(len(_SPACE_FREE_TAIL.search(text).group()), HOLD_CHARS)
+    header = _KEY_HEADER_TAIL.search(text[-200:])
+    if header:
+        hold = max(hold, len(header.group()))
+    for part in _known_parts(tuple(v for v in known if v)):
+        hold = max(hold, _prefix_at_end(text, part))
+    return hold
+
+
+def _matches(text: str, known: Tuple[str, ...]) -> List[Tuple[int, int]]:
+    """Where :func:`redact` finds something to redact in ``text``: ``(start, end)`` of each match."""
+    found = []
+    known_pattern = _known_pattern(known)
+    if known_pattern is not None:
+        found += [m.span() for m in known_pattern.finditer(text)]
+    if _ANY_TOKEN.search(text) or ("://" in text and "@" in text):
+        for _, pattern in VALUE_PATTERNS:
+            found += [m.span() for m in pattern.finditer(text)]
+    return found
+
+
+class StreamRedactor:
+    """:func:`redact` for one stream of text that arrives in pieces (a step's output, which
+    BuildKit sends as log chunks cut anywhere): a secret cut across two pieces is redacted as if it
+    came whole. Each piece gives back what can be shown for sure; the end of it that could begin a
+    secret (:func:`held_back`) waits for the next piece or :meth:`finish`.
+
+    :param known: the current values of the build's secrets (``--secret``).
+    """
+
+    def __init__(self, known: Iterable[str] = ()):
+        self.known = tuple(v for v in known if v)
+        self._pending = ""
+
+    def feed(self, piece: str) -> str:
+        """The redacted text that ``piece`` (and what was held before it) lets out now; may be ``""``."""
+        text = self._pending + piece
+        cut = len(text) - held_back(text, self.known)
+        if 0 < cut < len(text):  # never inside a secret the text already holds whole
+            spans = _matches(text, self.known)
+            moved = True
+            while moved:
+                moved = False
+                for start, end in spans:
+                    if start < cut < end:
+                        cut, moved = start, True
+        self._pending = text[cut:]
+        return redact(text[:cut], self.known) if cut else ""
+
+    def finish(self) -> str:
+        """What is still held back, redacted: the stream has ended."""
+        text, self._pending = self._pending, ""
+        return redact(text, self.known) if text else ""
+
+    @property
+    def holding(self) -> bool:
+        """Some text is held back (:meth:`finish` would give it)."""
+        return bool(self._pending)
 
 
 def shown(text: str, known: Iterable[str] = ()) -> str:

@@ -18,7 +18,7 @@ from bake.plan.compose import DEFAULT_GROUP, Composition
 from bake.plan.render import read_paths
 from bake.plan.secrets import redact
 from bake.run import engine, sitrep
-from bake.run.progress import LiveConsole, redact_raw
+from bake.run.progress import LiveConsole, RawRedactor
 
 
 REPORT_FILES = ("sitrep.json", "badge.json", "sitrep.md")
@@ -239,8 +239,9 @@ def run_build(
         sys.stderr.write(redact(line, known_secrets))
 
     live = LiveConsole(show, width=lambda: shutil.get_terminal_size().columns) if mode == "tty" else None
-    raw = (lambda line: sys.stderr.write(redact_raw(line, lambda text: redact(text, known_secrets)))) \
-        if mode == "rawjson" else None
+    # rawjson: each step's output is redacted as a stream, so a secret cut across log chunks is too
+    raw_redactor = RawRedactor(known_secrets) if mode == "rawjson" else None
+    raw = (lambda line: sys.stderr.write(raw_redactor(line))) if raw_redactor is not None else None
     console = live or ((lambda line: None) if raw else show)
     try:
         run = engine.bake(argv, reports.metadata_file, console=console, raw=raw, only_errors=mode == "quiet",
@@ -248,6 +249,8 @@ def run_build(
     finally:
         if live is not None:
             live.close()
+        if raw_redactor is not None:
+            sys.stderr.write(raw_redactor.finish())
     label = f"{', '.join(composition.requested)} build"
     interrupted = run.interrupted
 

@@ -22,12 +22,14 @@ plan with :func:`bake.run.sitrep.step_owner`, the same way for counts and for fa
 from __future__ import annotations
 
 import base64
+import codecs
 import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from bake.plan.secrets import StreamRedactor, redact
 from bake.plan.text import printable
 from bake.run.sitrep import dependents, step_owner
 
@@ -437,22 +439,37 @@ class LiveConsole:
 
 
 def redact_raw(line: str, redact: Callable[[str], str]) -> str:
-    """One line of buildx's ``--progress=rawjson`` output with ``redact`` applied to every text in
-    it, the base64 ``data`` of its logs decoded first (a secret a step prints is there encoded);
-    a JSON status is written again compactly, a text line is redacted as it is."""
+    """One line of buildx's ``--progress=rawjson`` output, taken alone, with ``redact`` applied to
+    every text in it, the base64 ``data`` of its logs decoded first (a secret a step prints is there
+    encoded); a JSON status is written again compactly, a text line is redacted as it is. A build's
+    stream of lines goes through :class:`RawRedactor`, which also sees a secret cut across two
+    log chunks."""
+    status = _status_of(line)
+    if status is None:
+        return redact(line)
+    return json.dumps(_redacted_status(status, redact), separators=(",", ":")) + "\n"
+
+
+def _status_of(line: str) -> Optional[dict]:
     text = line.rstrip("\r\n")
     try:
         status = json.loads(text) if text.startswith("{") else None
     except ValueError:
         status = None
-    if not isinstance(status, dict):
-        return redact(line)
+    return status if isinstance(status, dict) else None
 
-    def walk(value, key=None):
+
+def _redacted_status(status: dict, redact: Callable[[str], str], skip_logs_data: bool = False) -> dict:
+    """``status`` with ``redact`` applied to every string in it, the base64 texts of logs and
+    warnings (``data``, ``short``, ``detail``) decoded first; with ``skip_logs_data`` the logs'
+    ``data`` is left as it is (the caller redacts it as a stream)."""
+
+    def walk(value, key=None, in_logs=False):
         if isinstance(value, dict):
-            return {k: walk(v, k) for k, v in value.items()}
+            return {k: (v if in_logs and k == "data" and skip_logs_data else walk(v, k, False))
+                    for k, v in value.items()}
         if isinstance(value, list):
-            return [walk(v, key) for v in value]
+            return [walk(v, key, key == "logs") for v in value]
         if isinstance(value, str):
             if key in ("data", "short", "detail"):  # logs' and warnings' text, base64
                 shown = _b64(value)
@@ -461,7 +478,76 @@ def redact_raw(line: str, redact: Callable[[str], str]) -> str:
             return redact(value)
         return value
 
-    return json.dumps(walk(status), separators=(",", ":")) + "\n"
+    return walk(status)
+
+
+class RawRedactor:
+    """``--progress rawjson``: each line buildx writes, redacted (:func:`bake.plan.secrets.redact`
+    with the build's ``--secret`` values), as it is to be shown.
+
+    A step's output reaches buildx's JSON cut into log chunks anywhere (two writes of a step are
+    two chunks), so each vertex's stream (stdout, stderr) is redacted as one byte stream
+    (:class:`bake.plan.secrets.StreamRedactor`): the end of a chunk that could begin a secret is
+    held back and goes out with the next chunk of the same stream, or in one more logs line at
+    :meth:`finish`. Bytes are decoded with ``surrogateescape``, so output that is no UTF-8 comes
+    out as it went in, and a character cut between two chunks is whole.
+
+    :param known: the current values of the build's secrets.
+    """
+
+    def __init__(self, known: Sequence[str] = ()):
+        self.known = tuple(v for v in known if v)
+        self._streams: Dict[Tuple[str, int], Tuple[codecs.IncrementalDecoder, StreamRedactor]] = {}
+
+    def _redact(self, text: str) -> str:
+        return redact(text, self.known)
+
+    def __call__(self, line: str) -> str:
+        """One line buildx wrote → the line to show (a JSON status written again compactly)."""
+        status = _status_of(line)
+        if status is None:
+            return self._redact(line)
+        out = _redacted_status(status, self._redact, skip_logs_data=True)
+        for event in out.get("logs") or ():
+            if isinstance(event, dict) and isinstance(event.get("data"), str):
+                event["data"] = self._stream(event, _raw_b64(event["data"]), final=False)
+        return json.dumps(out, separators=(",", ":")) + "\n"
+
+    def _stream(self, event: dict, data: bytes, final: bool) -> str:
+        key = (str(event.get("vertex", "")), _stream_number(event.get("stream")))
+        if key not in self._streams:
+            self._streams[key] = (codecs.getincrementaldecoder("utf-8")("surrogateescape"),
+                                  StreamRedactor(self.known))
+        decoder, stream = self._streams[key]
+        text = stream.feed(decoder.decode(data, final))
+        if final:
+            text += stream.finish()
+        return base64.b64encode(text.encode("utf-8", "surrogateescape")).decode("ascii")
+
+    def finish(self) -> str:
+        """The output still held back, as one more JSON line of logs events (``""`` when none is):
+        call once buildx has exited."""
+        events = []
+        for (vertex, number), (decoder, stream) in list(self._streams.items()):
+            data = self._stream({"vertex": vertex, "stream": number}, b"", final=True)
+            if data:
+                events.append({"vertex": vertex, "stream": number, "data": data})
+        self._streams.clear()
+        return json.dumps({"logs": events}, separators=(",", ":")) + "\n" if events else ""
+
+
+def _stream_number(value) -> int:
+    try:
+        return int(value or 1)
+    except (TypeError, ValueError):
+        return 1
+
+
+def _raw_b64(data: str) -> bytes:
+    try:
+        return base64.b64decode(data or "")
+    except ValueError:
+        return b""
 
 
 _SIZE_UNITS = {"B": 1, "kB": 1e3, "MB": 1e6, "GB": 1e9}
