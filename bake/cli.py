@@ -28,7 +28,7 @@ from bake.settings.merge import gather
 from bake.version import __version__
 
 COMMANDS = ("plan", "build", "publish", "matrix", "lock", "bump", "stages", "graph", "config", "wheelhouse",
-            "test", "completion")
+            "test", "lint", "completion")
 DEFAULT_LOCKS_DIR = "locks"
 FORMATS = ("hcl", "json")
 GRAPH_FORMATS = ("mermaid", "markdown", "dot")
@@ -239,6 +239,8 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
     build.add_argument("--dry-run", action="store_true",
                        help="write the plan and print the docker buildx bake command that would build it; "
                             "build nothing, write no sitrep")
+    build.add_argument("--lint", action="store_true",
+                       help="lint every stage's Dockerfile first (as bake-plan lint); build nothing on a finding")
 
     publish = sub.add_parser("publish", help="merge per-arch images into multi-arch tags, only when every arch is there")
     _selection_arguments(publish)
@@ -316,6 +318,12 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
                         help="stages or bake targets that inherit the metadata-action target")
     config.add_argument("--format", choices=("toml", "json"), default="toml", help="output format (default toml)")
 
+    lint = sub.add_parser("lint", help="check every stage's Dockerfile of the chain with BuildKit's checks "
+                                       "and hadolint; exit 1 on a finding")
+    _selection_arguments(lint)
+    _base_image_argument(lint)
+    _not_secret_argument(lint)
+
     completion = sub.add_parser("completion", help="print a shell completion script made from this parser")
     completion.add_argument("shell", choices=SHELLS, help="the shell to complete in")
     for name, command in sub.choices.items():  # a command missing from HELP fails a test, not the CLI
@@ -383,6 +391,12 @@ HELP = {
                "Defaults, then the configuration file, the environment, and the flags.",
                ["bake-plan config",
                 "bake-plan config --target jax --format json"]),
+    "lint": ("Lint every stage's Dockerfile of the targets' chains before building.\n"
+             "BuildKit's own Dockerfile checks (docker buildx build --call=check) and hadolint, with no\n"
+             "network: one line per finding naming the plugin, stage, Dockerfile and line; exit 1 on any.\n"
+             "A stage's lint_ignore (rule -> reason) drops that rule in its Dockerfile.",
+             ["bake-plan lint --target upstream-pax",
+              "bake-plan build --target my-leaf --lint --load"]),
     "completion": ("Print a shell completion script made from bake-plan's own parser.\n"
                    "It completes the commands, each command's options, and choices such as --format values.",
                    ["bake-plan completion bash > ~/.local/share/bash-completion/completions/bake-plan",
@@ -404,7 +418,8 @@ def _verbosity_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 TARGET_OPTIONS = ("--target", "-t")
-TARGET_OPTION_COMMANDS = ("plan", "build", "publish", "test", "matrix", "lock", "wheelhouse", "graph", "config")
+TARGET_OPTION_COMMANDS = ("plan", "build", "publish", "test", "matrix", "lock", "wheelhouse", "graph", "config",
+                          "lint")
 """The commands that take ``--target``/``-t``."""
 _FOLD = "\0"  # no command-line word holds a NUL (argv entries are C strings): the words split back exactly
 
@@ -485,7 +500,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 COMMAND_FUNCTIONS = {"plan": commands.plan, "build": commands.build, "publish": commands.publish,
                      "matrix": commands.matrix, "lock": commands.lock, "bump": commands.bump,
                      "stages": commands.stages, "graph": commands.graph, "config": commands.config,
-                     "wheelhouse": commands.wheelhouse, "test": commands.test}
+                     "wheelhouse": commands.wheelhouse, "test": commands.test, "lint": commands.lint}
 
 
 def _known_secrets(given: dict) -> list:

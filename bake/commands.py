@@ -159,6 +159,8 @@ def build(settings: Settings) -> int:
         reports.check_apart(Path(settings.output or DEFAULT_FILES[settings.format]))
         check_plan_output(settings)
         composition = compose(settings)
+        if settings.lint and _lint_findings(composition):
+            return 1
         if settings.dry_run:  # asks no engine, only which buildx the docker CLI runs
             buildx = buildx_version()
             if buildx is None:  # no command to print when there is no buildx to run it
@@ -474,6 +476,39 @@ def stages(settings: Settings) -> int:
     write_atomic("-", "".join("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[3] + "\n"
                               for row in rows), what="the stage list")
     return 0
+
+
+def lint(settings: Settings) -> int:
+    """``bake-plan lint``: every stage's Dockerfile of the targets' chains through BuildKit's
+    checks and hadolint (:mod:`bake.run.lint`), one line per finding on stdout.
+
+    :returns: 0 no finding, 1 findings; :class:`bake.errors.LintError` when a linter cannot run."""
+    from bake.run.engine import show_commands
+
+    show_commands(_tracing(settings))
+    return 1 if _lint_findings(compose(settings)) else 0
+
+
+def _lint_findings(composition) -> int:
+    """Lint ``composition``'s chain, print each finding (stdout) and a summary (stderr).
+    :returns: how many findings."""
+    from bake.plan.text import printable
+    from bake.run.engine import run_docker
+    from bake.run.lint import inputs, lint as run_lint
+
+    items, notes = inputs(composition)
+    for note in notes:
+        print(f"bake-plan: note: {note}", file=sys.stderr)
+    findings, ignored = run_lint(items, run_docker)
+    for finding in findings:
+        print(printable(str(finding)))
+    dropped = f" ({counted(ignored, 'finding')} ignored by lint_ignore)" if ignored else ""
+    stages = counted(len(items), "Dockerfile")
+    if findings:
+        print(f"bake-plan: lint: {counted(len(findings), 'finding')} in {stages}{dropped}", file=sys.stderr)
+    else:
+        print(f"bake-plan: lint: {stages}, no findings{dropped}", file=sys.stderr)
+    return len(findings)
 
 
 def graph(settings: Settings) -> int:

@@ -62,6 +62,11 @@ class StaleFile(BakePlanError):
     exit_status = 1
 
 
+class LintError(BakePlanError):
+    """``bake-plan lint`` could not lint: hadolint is not installed, or a linter did not finish in
+    time or gave no report (exit 2; findings themselves are exit 1)."""
+
+
 class ConfigError(UsageError):
     """A configuration file is unreadable or malformed TOML, or names an unknown key, stage or
     plugin, or a value of the wrong shape (exit 2). The message names the file and the key."""

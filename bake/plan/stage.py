@@ -136,6 +136,9 @@ class Stage:
     :param tests: smoke tests run in the final image (the single image of a ``single`` stage) by
         ``bake-plan test``: command strings (``sh -c``) or :class:`ImageTest` objects; bake-plan
         turns each string into an :class:`ImageTest`. A stage with tests needs an ``image``.
+    :param lint_ignore: rule → why it does not apply to this stage, for ``bake-plan lint``
+        (``{"DL3008": "apt packages follow the base image's release"}``): a hadolint rule
+        (``DL3008``, ``SC2086``) or a BuildKit check (``FromAsCasing``); the reason is one line.
     :param plugin: filled in by bake-plan with the name of the plugin that returned the stage.
     """
 
@@ -166,6 +169,7 @@ class Stage:
     variant_args: Mapping[str, str] = field(default_factory=dict)
     variant_of: Optional[str] = None
     tests: Tuple[Union[str, ImageTest], ...] = ()
+    lint_ignore: Mapping[str, str] = field(default_factory=dict)
     plugin: str = ""
 
     def build_args(self) -> dict:

@@ -696,6 +696,24 @@ def require_buildx_plugin() -> None:
         raise EngineError(NO_BUILDX)
 
 
+def run_docker(argv: Sequence[str], timeout_s: float) -> Tuple[int, str, str]:
+    """Run ``docker ARGV`` (shown under ``-v``) within ``timeout_s`` seconds: ``bake-plan lint``'s
+    ``buildx build --call=check``.
+
+    :returns: (exit status, stdout, stderr).
+    :raises EngineError: no docker CLI, or it did not finish in time.
+    """
+    _running(argv)
+    try:
+        proc = subprocess.run([DOCKER, *argv], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=timeout_s)
+    except FileNotFoundError:
+        raise EngineError("no docker CLI on PATH: install docker and buildx") from None
+    except subprocess.TimeoutExpired:
+        raise EngineError(f"docker {' '.join(argv[:2])} did not finish within {timeout_s:g} s") from None
+    return proc.returncode, proc.stdout, proc.stderr
+
+
 def _last_line(err) -> str:
     lines = (getattr(err, "stderr", None) or str(err)).strip().splitlines()
     return lines[-1].removeprefix("ERROR: ").strip() if lines else ""

@@ -73,7 +73,7 @@ DEFAULTS: Dict[str, Any] = {
     "plugins.disable": (),
 }
 
-TARGET_COMMANDS = ("plan", "build", "publish", "matrix", "lock", "graph", "wheelhouse", "test")
+TARGET_COMMANDS = ("plan", "build", "publish", "matrix", "lock", "graph", "wheelhouse", "test", "lint")
 """Commands that work on targets: they need one, a date and the plugins."""
 
 IMAGE_NAME_COMMANDS = ("plan", "build", "publish", "test")
@@ -200,6 +200,7 @@ class Settings:
     wheelhouse: Optional[str] = None
     python_version: Optional[str] = None
     local: bool = False  # test: the engine's image store, not the registry
+    lint: bool = False  # build --lint: lint the chain's Dockerfiles first
     verbosity: int = 0
     progress: str = "auto"
 
@@ -334,7 +335,7 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
         pip_args=_pip_args(given), wheelhouse=wheelhouse,
         python_version=values.python_version(flag("python_version"), "--python-version")
         if flag("python_version") is not None else None,
-        local=bool(flag("local")),
+        local=bool(flag("local")), lint=bool(flag("lint")),
         verbosity=verbosity, progress=_progress(provenance["progress"], verbosity),
     )
 
