@@ -237,3 +237,79 @@ def test_a_checkout_that_loses_the_race_keeps_the_winners_and_leaves_nothing(tmp
     assert (dest / "winner").exists()
     assert [p.name for p in dest.parent.iterdir()] == [dest.name]
 
+
+
+# ---- YAML and shell in the written workflow --------------------------------------------------
+
+def _workflow_run_steps(text):
+    """Each ``run:`` of the plan and publish jobs, as YAML reads them."""
+    import yaml
+
+    jobs = yaml.safe_load(text)["jobs"]
+    return [step["run"] for job in ("plan", "publish") for step in jobs[job]["steps"] if "run" in step]
+
+
+@pytest.mark.parametrize("output", ["wf/a: b.yml", "wf/n #2.yml"])
+def test_a_workflow_path_yaml_or_the_shell_would_misread_comes_back_exactly(cli, tmp_path, output):
+    import shlex
+
+    proc = cli("matrix", "--target", "jax", "--format", "github-workflow", "-o", output, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    check = [run for run in _workflow_run_steps((tmp_path / output).read_text(encoding="utf-8")) if "--check" in run]
+    assert len(check) == 1
+    assert shlex.split(check[0]) == ["bake-plan", "matrix", "--target", "jax", "--format", "github-workflow",
+                                     "-o", output, "--check"]
+    # The written file is fresh by its own check step.
+    assert cli(*shlex.split(check[0])[1:], cwd=tmp_path).returncode == 0
+
+
+def test_a_workflow_value_github_would_evaluate_is_refused(cli, tmp_path):
+    proc = cli("matrix", "--target", "jax", "--format", "github-workflow", "-o", "wf/${{ secrets.X }}.yml",
+               cwd=tmp_path)
+    one_line_error(proc, "--format github-workflow", "'${{'", "expression")
+    assert list(tmp_path.iterdir()) == []
+
+
+_AWKWARD = "abz/ .:#'\"\\$`!&;|*?[]{}-,@%\t\n\r\x85\u2028\u202e\ufeff\x1b\x00é😀"
+
+
+
+
+try:
+    from hypothesis import strategies as st
+except ImportError:  # pragma: no cover - hypothesis is in the test extra
+    st = None
+
+
+@pytest.mark.skipif(st is None, reason="hypothesis is in the test extra")
+def test_every_path_and_selection_word_reads_back_from_the_workflow_yaml_and_shell():
+    import shlex
+
+    import yaml
+    from hypothesis import given, settings
+
+    from bake.errors import UsageError
+    from bake.plan.workflow import render_workflow
+
+    entries = [{"stage": "base", "platform": "linux/amd64", "arch": "amd64", "id": "base/amd64", "needs": []}]
+    word = st.text(alphabet=_AWKWARD, min_size=1, max_size=12)
+
+    @settings(max_examples=100, deadline=None)
+    @given(output=word, target=word, name=word)
+    def check(output, target, name):
+        regenerate = ["bake-plan", "matrix", "--target", target, "--format", "github-workflow", "-o", output]
+        try:
+            text = render_workflow(entries, regenerate, ["--target", target], name=name)
+        except UsageError as err:
+            assert "${{" in " ".join([*regenerate, name]) and "${{" in str(err)
+            return
+        document = yaml.safe_load(text)
+        assert document["name"] == name
+        runs = _workflow_run_steps(text)
+        assert shlex.split(runs[1]) == [*regenerate, "--check"]  # after "pip install ."
+        assert shlex.split(runs[-1]) == ["bake-plan", "publish", "--target", target, "--registry", "$REGISTRY",
+                                         "--date", "$DATE"]
+        comment = text.splitlines()[2]
+        assert comment.startswith("#   bake-plan matrix")  # the command's comment stayed one line
+
+    check()

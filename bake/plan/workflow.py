@@ -16,12 +16,14 @@ into a script. Pure text: nothing here reads files or runs anything.
 
 from __future__ import annotations
 
-import json
+import re
 import shlex
 from typing import Dict, List, Mapping, Sequence
 
+from bake.errors import UsageError
 from bake.owned import MARK
 from bake.plan.names import target_name
+from bake.plan.text import printable
 
 HEADER = f"# {MARK} (`bake-plan matrix --format github-workflow`): do not edit by hand."
 """The workflow's first line: how bake-plan knows a file is its own to replace."""
@@ -59,9 +61,55 @@ def artifact(stage: str, arch: str) -> str:
     return f"sitrep-{target_name(stage)}-{arch}"
 
 
+# YAML's printable characters (YAML 1.2, 5.1) less '"' and '\\', which a double-quoted scalar escapes;
+# also less the tab, line breaks and the BOM, escaped so the value stays on its line.
+_YAML_KEEP = re.compile(r"[\x20-\x21\x23-\x5b\x5d-\x7e\xa0-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]")
+_YAML_SHOWN = frozenset("\u061c\u200e\u200f\u2028\u2029\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+"""Escaped although YAML 1.2 prints them: line breaks to YAML 1.1 (PyYAML), and the
+bidirectional controls, which make a reviewed line read differently."""
+_YAML_ESCAPES = {"\"": '\\"', "\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r", "\x00": "\\0"}
+# A plain scalar that reads back as the same string in every YAML: it starts with a letter, '_'
+# or '/', so it is no number, no quoted or flow scalar, no alias, tag, comment or indicator; it
+# holds no ':' or '#', so no mapping value and no comment; it ends with no space.
+_PLAIN = re.compile(r"[A-Za-z_/][A-Za-z0-9_./=+@ \"'$,-]*(?<! )\Z")
+_RESERVED = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}
+
+
 def _q(value: str) -> str:
-    """A YAML double-quoted scalar (JSON's string syntax is YAML's)."""
-    return json.dumps(value)
+    """``value`` as a YAML double-quoted scalar: each character YAML does not print as itself (a
+    control, a line break, a tab, a BOM, a lone surrogate), and ``"`` and ``\\``, escaped
+    (``\\n``, ``\\x1b``, ``\\u2028``), so the scalar reads back as ``value`` and stays on one line.
+    Every value put in the workflow goes through here or :func:`_scalar`."""
+    out = []
+    for char in value:
+        if _YAML_KEEP.match(char) and char not in _YAML_SHOWN:
+            out.append(char)
+        elif char in _YAML_ESCAPES:
+            out.append(_YAML_ESCAPES[char])
+        else:
+            code = ord(char)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+    return '"' + "".join(out) + '"'
+
+
+def _scalar(value: str) -> str:
+    """``value`` as a YAML scalar: plain when it reads back as itself in every YAML (a command of
+    ordinary words stays readable), else double-quoted (:func:`_q`).
+
+    :raises UsageError: ``value`` holds ``${{``, which GitHub evaluates as an expression after
+        reading the YAML (no quoting keeps it literal), so a path could run ``${{ secrets.X }}``.
+    """
+    if "${{" in value:
+        raise UsageError(f"--format github-workflow: {value!r} holds '${{{{', which GitHub Actions would "
+                         "evaluate as an expression in the workflow")
+    return value if _PLAIN.match(value) and value.lower() not in _RESERVED else _q(value)
+
+
+def _run(words: Sequence[str], tail: str = "") -> str:
+    """A ``run:`` step's value for ``words``: the shell reads the step first, so each word is
+    shell-quoted (``shlex.quote``), then the whole is a YAML scalar (:func:`_scalar`). ``tail``
+    is shell text of our own (``--date "$DATE"``) appended as it is."""
+    return _scalar(shlex.join(words) + tail)
 
 
 def _setup(indent: str) -> List[str]:
@@ -99,13 +147,13 @@ def render_workflow(entries: Sequence[dict], regenerate: Sequence[str], selectio
     :returns: UTF-8 text starting with :data:`HEADER`; the same input gives the same text.
     """
     by_id: Dict[str, dict] = {e["id"]: e for e in entries}
-    command = shlex.join(regenerate)
+    command = printable(shlex.join(regenerate), keep="")  # a comment: one line, whatever it holds
     lines = [
         HEADER,
         "# Write it again when the family changes, from the repository's root:",
         f"#   {command}",
         "# The plan job fails while this file is stale (the same command with --check).",
-        f"name: {name}",
+        f"name: {_scalar(name)}",
         "on:",
         "  schedule:",
         f"    - cron: {_q(cron)}",
@@ -123,7 +171,7 @@ def render_workflow(entries: Sequence[dict], regenerate: Sequence[str], selectio
         "    steps:",
         *_setup("      "),
         "      - name: this workflow matches the family",
-        f"        run: {shlex.join([*regenerate, '--check'])}",
+        f"        run: {_run([*regenerate, '--check'])}",
         "      - id: plan",
         "        name: the nightly's date and registry",
         "        env:",
@@ -191,7 +239,6 @@ def render_workflow(entries: Sequence[dict], regenerate: Sequence[str], selectio
             "          name: ${{ env.SITREP }}",
             "          path: sitrep",
         ]
-    publish = shlex.join(["bake-plan", "publish", *selection])
     lines += [
         "  publish:",
         f"    needs: [{', '.join(['plan', *(job_id(e['stage'], e['arch']) for e in entries)])}]",
@@ -205,6 +252,6 @@ def render_workflow(entries: Sequence[dict], regenerate: Sequence[str], selectio
         *_login("      "),
         "      - name: merge the per-arch images into multi-arch tags",
         "        # Creates nothing and exits 1 if any per-arch image is missing.",
-        f'        run: {publish} --registry "$REGISTRY" --date "$DATE"',
+        "        run: " + _run(["bake-plan", "publish", *selection], ' --registry "$REGISTRY" --date "$DATE"'),
     ]
     return "\n".join(lines) + "\n"
