@@ -341,7 +341,10 @@ def _workflow(settings: Settings, entries) -> tuple:
         selection += [w for p in settings.platforms for w in ("--platform", p)]
     selection += [w for n in sorted(settings.not_secret) for w in ("--not-secret", n)]
     regenerate = ["bake-plan", "matrix", *selection, "--format", "github-workflow", "-o", settings.output]
-    return render_workflow(entries, regenerate, selection), shlex.join(regenerate)
+    from bake.version import install_requirement
+
+    install = settings["install"] or install_requirement()
+    return render_workflow(entries, regenerate, selection, install=install), shlex.join(regenerate)
 
 
 def _check_file(path: str, text: str, rewrite: str) -> None:

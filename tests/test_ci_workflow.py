@@ -1,7 +1,7 @@
 """The CI workflow: ``bake-plan matrix --format github-workflow`` writes a complete GitHub Actions
 workflow (one job per published stage and arch, ``needs:`` its parents' jobs, then publish), the
 one in ``docs/ci.md`` is exactly what it writes for upstream-pax, and actionlint (with
-shellcheck on the ``run:`` steps) finds nothing wrong in either, nor in the README's bake-action
+shellcheck on the ``run:`` steps) finds nothing wrong in either, nor in docs/ci.md's bake-action
 example. ``tests/test_ci_workflow_engine.py`` runs the steps against the test engine.
 """
 
@@ -73,7 +73,12 @@ def docs_workflow() -> str:
 
 # --- what the workflow says --------------------------------------------------------------------
 
+DOCS_INSTALL = "bake-plan @ git+https://github.com/acme/bake-plan@v0.2"
+"""The ``install`` requirement of the configuration the workflow in docs/ci.md is written with."""
+
+
 def test_the_workflow_in_docs_is_what_bake_plan_writes_for_upstream_pax(cli, tmp_path):
+    (tmp_path / "bake-plan.toml").write_text(f'install = "{DOCS_INSTALL}"\n')
     assert docs_workflow() == generate(cli, tmp_path, "--target", "upstream-pax")
 
 
@@ -150,10 +155,12 @@ def test_generated_workflows_lint_clean(actionlint, cli, tmp_path, family_site):
     lint(actionlint, two / WORKFLOW)
 
 
-def test_the_readme_bake_action_steps_lint_clean(actionlint, tmp_path):
-    """The README's docker/bake-action steps, as the steps of one job."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    steps = next(b for b in yaml_blocks(readme) if "docker/bake-action" in b)
+def test_the_bake_action_steps_in_docs_lint_clean(actionlint, tmp_path):
+    """docs/ci.md's docker/bake-action steps, as the steps of one job: they install bake-plan from a
+    requirement and name the registry (else the ancestors' cache refs point at ghcr.io/nvidia)."""
+    doc = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
+    steps = next(b for b in yaml_blocks(doc) if "docker/bake-action" in b)
+    assert "pip install 'bake-plan @ git+" in steps and " --registry ghcr.io/acme " in steps
     uses = re.findall(r"uses: ([\w/-]+)@", steps)
     assert uses.index("docker/setup-qemu-action") < uses.index("docker/setup-buildx-action") < \
         uses.index("docker/bake-action")

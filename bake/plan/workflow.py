@@ -112,15 +112,17 @@ def _run(words: Sequence[str], tail: str = "") -> str:
     return _scalar(shlex.join(words) + tail)
 
 
-def _setup(indent: str) -> List[str]:
-    """Checkout, Python, bake-plan and the repository's plugins (``pip install .``)."""
+def _setup(indent: str, install: str) -> List[str]:
+    """Checkout, Python, bake-plan and the repository's plugins: ``pip install INSTALL .``, so
+    the plugins' dependency on bake-plan is met by the requirement ``install`` (a version, or a
+    direct reference while bake-plan is on no index), shell-quoted."""
     return [
         f"{indent}- uses: {ACTIONS['checkout']}",
         f"{indent}- uses: {ACTIONS['python']}",
         f"{indent}  with:",
         f"{indent}    python-version: {_q(PYTHON)}",
         f"{indent}- name: install bake-plan and the plugins",
-        f"{indent}  run: pip install .",
+        f"{indent}  run: {_run(['pip', 'install', install, '.'])}",
     ]
 
 
@@ -135,7 +137,7 @@ def _login(indent: str) -> List[str]:
 
 
 def render_workflow(entries: Sequence[dict], regenerate: Sequence[str], selection: Sequence[str],
-                    name: str = "nightly", cron: str = "0 2 * * *") -> str:
+                    name: str = "nightly", cron: str = "0 2 * * *", install: str = "bake-plan") -> str:
     """The workflow's YAML text.
 
     :param entries: :func:`bake.plan.matrix.jobs` (each with ``stage``, ``platform``, ``arch``,
@@ -144,6 +146,9 @@ def render_workflow(entries: Sequence[dict], regenerate: Sequence[str], selectio
         ``--check``).
     :param selection: words every ``publish`` gets besides ``--registry``/``--date``: the
         ``--target``\\ s, explicit ``--platform``\\ s, ``--not-secret``\\ s.
+    :param install: the pip requirement every job installs bake-plan from, beside the
+        repository's plugins (the configuration's ``install``, else
+        :func:`bake.version.install_requirement`).
     :returns: UTF-8 text starting with :data:`HEADER`; the same input gives the same text.
     """
     by_id: Dict[str, dict] = {e["id"]: e for e in entries}
@@ -169,7 +174,7 @@ def render_workflow(entries: Sequence[dict], regenerate: Sequence[str], selectio
         "      date: ${{ steps.plan.outputs.date }}",
         "      registry: ${{ steps.plan.outputs.registry }}",
         "    steps:",
-        *_setup("      "),
+        *_setup("      ", install),
         "      - name: this workflow matches the family",
         f"        run: {_run([*regenerate, '--check'])}",
         "      - id: plan",
@@ -208,7 +213,7 @@ def render_workflow(entries: Sequence[dict], regenerate: Sequence[str], selectio
         first = False
         lines += [
             "    steps: &build",
-            *_setup("      "),
+            *_setup("      ", install),
             "      - if: env.EMULATE == 'true'",
             f"        uses: {ACTIONS['qemu']}",
             "        with:",
@@ -247,7 +252,7 @@ def render_workflow(entries: Sequence[dict], regenerate: Sequence[str], selectio
         "      REGISTRY: ${{ needs.plan.outputs.registry }}",
         "      DATE: ${{ needs.plan.outputs.date }}",
         "    steps:",
-        *_setup("      "),
+        *_setup("      ", install),
         f"      - uses: {ACTIONS['buildx']}",
         *_login("      "),
         "      - name: merge the per-arch images into multi-arch tags",

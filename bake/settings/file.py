@@ -27,6 +27,7 @@ Keys (``bake-plan config`` prints them merged)::
     sbom = true                                # --sbom: attest type=sbom (an SPDX SBOM per image)
     sbom-generator = "localhost:5000/syft-scanner:1"  # --sbom-generator (default docker/buildkit-syft-scanner)
     progress = "plain"   # build --progress: auto | tty | plain | quiet | rawjson
+    install = "bake-plan @ git+https://github.com/acme/bake-plan@v0.2"  # what the CI workflow pip-installs
 
     [plugins]                                  # entry-point names
     disable = ["xla-ci"]                       # blocked before loading
@@ -88,6 +89,7 @@ SCHEMA: Dict[str, Any] = {
     "provenance": "bool",
     "sbom": "bool",
     "sbom-generator": "value",
+    "install": "value",
     "plugins": {"enable": "strs", "disable": "strs"},
     "stages": ("each", _STAGE),
 }

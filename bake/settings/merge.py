@@ -69,6 +69,7 @@ DEFAULTS: Dict[str, Any] = {
     "sbom": False,
     "sbom-generator": DEFAULT_SBOM_GENERATOR,
     "progress": "auto",  # build: tty on a terminal, else plain
+    "install": None,  # the CI workflow's bake-plan: how this one was installed (bake.version)
     "plugins.enable": None,  # every installed plugin
     "plugins.disable": (),
 }
@@ -426,6 +427,8 @@ def _parse(key: str, value: Any, where: str, base: Optional[Path] = None) -> Any
         return values.branch(value, where)
     if key == "sbom-generator":
         return values.sbom_generator(value, where)
+    if key == "install":
+        return values.install_requirement(value, where)
     if key in ("targets", "metadata-targets"):
         return values.names(value, where, "target name")
     return value

@@ -222,6 +222,26 @@ def sbom_generator(value: str, where: str) -> str:
         raise error(where, str(err)) from None
 
 
+def install_requirement(value: str, where: str) -> str:
+    """The requirement the generated CI workflow installs bake-plan from (``install``): one pip
+    requirement line naming ``bake-plan`` (PEP 508, read by :mod:`packaging`), a version
+    (``bake-plan==0.2.0``) or a direct reference (``bake-plan @ git+https://…@v0.2``)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    _filled(value, where)
+    if any(not c.isprintable() for c in value):
+        raise error(where, f"{value!r} holds a line break or a control character: one requirement line")
+    try:
+        requirement = Requirement(value)
+    except InvalidRequirement as err:
+        raise error(where, f"{value!r} is not a pip requirement: {err}") from None
+    if canonicalize_name(requirement.name) != "bake-plan":
+        raise error(where, f"{value!r} names {requirement.name!r}; it must install bake-plan "
+                           "(bake-plan==VERSION, or bake-plan @ URL)")
+    return value.strip()
+
+
 def branch(value: str, where: str) -> str:
     """A branch name for cache refs (``--cache-branch``, ``cache-from-branch``): one line of
     printable characters, at most 255 (git's own limit for a ref name component is looser;
