@@ -390,7 +390,8 @@ def lock(settings: Settings) -> int:
     # git-clone sources' -e file:///opt/<src> lines resolve from host checkouts (host_paths).
     for made in prepare_checkouts(composition.chain):
         print(f"bake-plan: checked out {made}", file=_informing(settings, sys.stderr))
-    specs = [spec for name in composition.requested for spec in lock_specs(composition, name)]
+    # --python: the stages' markers are evaluated for that interpreter, as uv evaluates the rest
+    specs = [spec for name in composition.requested for spec in lock_specs(composition, name, settings.python)]
     for spec in specs:
         print(f"bake-plan: locking {spec.describe()}: {counted(len(spec.lines), 'requirement line')} "
               f"from {counted(len({line.stage for line in spec.lines}), 'stage')}", file=_informing(settings, sys.stderr))

@@ -458,7 +458,7 @@ def test_a_conflict_only_under_the_images_python_is_caught_without_that_python(p
     proc = py_cli("lock", "--target", "py-b", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     err = proc.stderr
-    assert "conflicting requirements for 'py-b'" in err and "Python 3.9 on x86_64-manylinux_2_28" in err, err
+    assert "conflicting requirements for 'py-b'" in err and "Python 3.9.0 on x86_64-manylinux_2_28" in err, err
     assert "between stages 'py-a' and 'py-b'" in err, err
     assert "stage 'py-a' (plugin 'pytest-family') asks for alpha" in err, err
     assert "Traceback" not in err and not (tmp_path / "locks").exists()
@@ -470,7 +470,10 @@ def test_a_lock_for_another_python_has_that_pythons_pins(py_cli, tmp_path):
     # eta pulls zeta only on aarch64: one lock per arch.
     amd = (tmp_path / "locks" / "py-c-amd64.txt").read_text()
     arm = (tmp_path / "locks" / "py-c-arm64.txt").read_text()
-    assert "# bake-plan python: 3.9" in amd.splitlines() and "# bake-plan resolver: uv" in amd.splitlines()
+    assert "# bake-plan python: 3.9.0" in amd.splitlines() and "# bake-plan resolver: uv" in amd.splitlines()
+    # "3.9" is resolved as 3.9.0 (uv's reading), and the header says so and how to give the patch
+    assert ('# bake-plan python-patch: assumed 3.9.0: the chain declares python = "3.9"; declare the image\'s '
+            'exact Python (python = "3.9.N") to lock for it') in amd.splitlines(), amd
     assert "# bake-plan python-platform: x86_64-manylinux_2_28" in amd.splitlines()
     assert "# bake-plan python-platform: aarch64-manylinux_2_28" in arm.splitlines()
     assert "zeta==1.0" in arm.splitlines() and "zeta==1.0" not in amd.splitlines()
@@ -487,7 +490,7 @@ def test_the_childs_python_replaces_the_parents(py_cli, tmp_path):
     proc = py_cli("lock", "--target", "py-c11", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     lock = (tmp_path / "locks" / "py-c11-amd64.txt").read_text().splitlines()
-    assert "# bake-plan python: 3.11" in lock and "delta==2.0" in lock and "alpha==1.0" not in lock
+    assert "# bake-plan python: 3.11.0" in lock and "delta==2.0" in lock and "alpha==1.0" not in lock
 
 
 def test_a_missing_version_names_the_chain_and_what_exists(py_cli, tmp_path):
@@ -496,7 +499,7 @@ def test_a_missing_version_names_the_chain_and_what_exists(py_cli, tmp_path):
     first = next(row for row in proc.stderr.splitlines() if row.startswith("bake-plan: error:"))
     assert ("no distribution found for lingvo==0.12.7 (lingvo==0.12.7 <- paxml 1.4.0 <- stage 'py-p' "
             "(plugin 'pytest-family')); versions that exist: 0.12.6, 0.12.5") in first, proc.stderr
-    assert "for Python 3.9 on x86_64-manylinux_2_28" in first
+    assert "for Python 3.9.0 on x86_64-manylinux_2_28" in first
 
 
 def test_python_must_be_a_version(py_cli, tmp_path):
@@ -597,7 +600,7 @@ def bake_plan_stages():
     lock.write_text(lock.read_text().replace("# bake-plan python: 3.11", "# bake-plan python: 3.9"))
     proc = cli("--target", "py-other", "--locked", cwd=tmp_path, pythonpath=[site])
     assert proc.returncode == 2 and proc.stderr.strip() == (
-        "bake-plan: error: --locked: locks/py-other.txt was made for Python 3.9, the image of 'py-other' has "
+        "bake-plan: error: --locked: locks/py-other.txt was made for Python 3.9.0, the image of 'py-other' has "
         "Python 3.11 (the stage's python): run `bake-plan lock --target py-other`"), proc.stderr
     assert not (tmp_path / "docker-bake.hcl").exists()
 

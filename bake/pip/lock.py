@@ -79,10 +79,21 @@ HEADER = "# bake-plan "
 # no index options unless asked, extras stripped, ``# via`` on lines of their own; pip and
 # setuptools are kept, in name order (pip-compile puts them last, under a comment), which pip-sync
 # takes either way. It ignores any uv configuration file and never downloads an interpreter.
+# Index rule: pip (and so pip-compile in the image) takes the best version any index or find-links
+# location offers; uv's default takes a project from the first index that has it (and puts
+# --extra-index-url before --index-url), so ``-i A --extra-index-url B`` could pin B's older
+# release where the image takes A's newer one. ``--index-strategy unsafe-best-match`` is pip's rule.
 UV_OPTIONS = ("--quiet", "--no-progress", "--no-config", "--no-python-downloads", "--color", "never",
-              "--no-header", "--annotation-style", "split")
+              "--no-header", "--annotation-style", "split", "--index-strategy", "unsafe-best-match")
 UV_PLATFORMS = {"amd64": "x86_64-manylinux_2_28", "arm64": "aarch64-manylinux_2_28"}
-"""The ``--python-platform`` a lock is resolved for, by the arch of a bake platform."""
+"""The ``--python-platform`` a lock is resolved for, by the arch of a bake platform, when the chain
+declares no ``glibc``: manylinux_2_28 (Debian buster, RHEL 8), which every supported base has."""
+DEFAULT_GLIBC = "2.28"
+UV_MANYLINUX = (17, 28, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40)
+"""The ``manylinux_2_<N>`` uv names in ``--python-platform`` (``uv pip compile --help``): pip on
+glibc 2.<M> takes every manylinux_2_<N> wheel with N <= M, so a lock for glibc 2.<M> is resolved
+for the largest of these not above M (glibc 2.36, Debian bookworm: ``x86_64-manylinux_2_36``;
+above 2.40, uv's newest, ``manylinux_2_40``)."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +126,7 @@ class LockSpec:
     lines: List[Line]
     host_paths: Dict[str, str] = field(default_factory=dict)
     python: Optional[str] = None
+    glibc: Optional[str] = None
 
     @property
     def filename(self) -> str:
@@ -173,21 +185,42 @@ def chain_python(composition: Composition, name: str) -> Optional[str]:
         if stage.python:
             return stage.python
         values = (stage.variants or {}).get("python") or ()
-        if len(values) == 1 and re.fullmatch(r"3\.[0-9]{1,2}", values[0]):
+        if len(values) == 1 and re.fullmatch(r"3\.[0-9]{1,2}(?:\.[0-9]{1,3})?", values[0]):
             return values[0]
     return None
 
 
-def python_platform(platform: str) -> str:
-    """The uv ``--python-platform`` for a bake platform (``linux/amd64`` → ``x86_64-manylinux_2_28``).
+def chain_glibc(composition: Composition, name: str) -> Optional[str]:
+    """The glibc of stage ``name``'s image (``"2.36"``): its own ``glibc``, else its nearest
+    parent's; ``None`` when no stage of the chain says (the lock then assumes :data:`DEFAULT_GLIBC`)."""
+    for stage in reversed(lock_chain(composition, name)):
+        if getattr(stage, "glibc", None):
+            return stage.glibc
+    return None
 
-    :raises UsageError: no manylinux platform is known for its arch.
+
+def exact_python(python: str) -> str:
+    """``python`` with its patch: ``"3.11.2"`` as is, ``"3.11"`` as ``"3.11.0"``, which is what uv's
+    ``--python-version 3.11`` resolves for (``Requires-Python: >=3.11.1`` is then refused)."""
+    return python if python.count(".") >= 2 else python + ".0"
+
+
+def python_platform(platform: str, glibc: Optional[str] = None) -> str:
+    """The uv ``--python-platform`` for a bake platform on an image with glibc ``glibc``
+    (``"2.36"``; ``None``: :data:`DEFAULT_GLIBC`): ``linux/amd64`` → ``x86_64-manylinux_2_36``,
+    the wheels pip in that image accepts (see :data:`UV_MANYLINUX`).
+
+    :raises UsageError: no manylinux platform is known for its arch, or the glibc is older than 2.17.
     """
     arch = arch_of(platform)
     if arch not in UV_PLATFORMS:
         raise UsageError(f"cannot lock for {platform} without an interpreter: no Python platform is known for "
                          f"{arch} (known: {', '.join(UV_PLATFORMS)}); pass --python with an interpreter of that platform")
-    return UV_PLATFORMS[arch]
+    minor = int((glibc or DEFAULT_GLIBC).split(".")[1])
+    fits = [n for n in UV_MANYLINUX if n <= minor]
+    if not fits:
+        raise UsageError(f"cannot lock for glibc {glibc}: the oldest manylinux is manylinux_2_17")
+    return UV_PLATFORMS[arch].replace("_2_28", f"_2_{fits[-1]}")
 
 
 def lock_chain(composition: Composition, name: str) -> List[Stage]:
@@ -201,14 +234,16 @@ def lock_chain(composition: Composition, name: str) -> List[Stage]:
     return out[::-1]
 
 
-def stage_lines(stage: Stage, platform: str, python: Optional[str] = None) -> List[Line]:
+def stage_lines(stage: Stage, platform: str, python: Optional[str] = None,
+                environment: Optional[Mapping[str, str]] = None) -> List[Line]:
     """The lines ``stage`` contributes on ``platform`` (see :func:`bake.pip.requirements.for_platform`;
-    ``python``: the image's Python, when the lock is resolved for it)."""
+    ``python``: the image's Python, when the lock is resolved for it; ``environment``: the marker
+    environment of the interpreter it is resolved for otherwise)."""
     if stage.kind != "mealkit":  # only meal kits write REQUIREMENTS into /opt/pip-tools.d
         return []
     out = []
     for text in stage.requirements:
-        effective = reqs.for_platform(text, platform, python)
+        effective = reqs.for_platform(text, platform, python, environment)
         if effective is None:
             continue
         host, missing = reqs.to_host(effective, stage.host_paths)
@@ -216,10 +251,15 @@ def stage_lines(stage: Stage, platform: str, python: Optional[str] = None) -> Li
     return out
 
 
-def lock_specs(composition: Composition, name: str) -> List[LockSpec]:
+def lock_specs(composition: Composition, name: str, python: Optional[str] = None) -> List[LockSpec]:
     """The lock files stage ``name`` needs for the platforms its final target builds for.
 
-    :raises UsageError: the stage is a one-target stage (no final pip-compile step to lock).
+    :param python: the interpreter the lock is resolved for (``lock --python``): the stages'
+        markers are evaluated with its marker environment (:func:`interpreter_markers`), as uv
+        evaluates its dependencies' markers; default: the chain's declared Python, else
+        bake-plan's own interpreter.
+    :raises UsageError: the stage is a one-target stage (no final pip-compile step to lock);
+        ``python`` is not an interpreter.
     """
     by_name = {stage.name: stage for stage in composition.chain}
     stage = by_name[name]
@@ -229,15 +269,17 @@ def lock_specs(composition: Composition, name: str) -> List[LockSpec]:
     chain = lock_chain(composition, name)
     wanted = tuple(composition.plan["target"][target_name(name)]["platforms"])
     every = tuple(dict.fromkeys(tuple(stage.platforms) + wanted))
-    python = chain_python(composition, name)
-    per_platform = {p: [line for s in chain for line in stage_lines(s, p, python)] for p in every}
+    declared, glibc = chain_python(composition, name), chain_glibc(composition, name)
+    environment = interpreter_markers(python) if python is not None else None
+    per_platform = {p: [line for s in chain for line in stage_lines(s, p, None if environment else declared, environment)]
+                    for p in every}
     per_arch = len({tuple(lines) for lines in per_platform.values()}) > 1
     host_paths: Dict[str, str] = {}
     for s in chain:
         host_paths.update(s.host_paths)
     if per_arch:
-        return [LockSpec(name, (p,), True, per_platform[p], host_paths, python) for p in wanted]
-    return [LockSpec(name, wanted, False, per_platform[wanted[0]], host_paths, python)]
+        return [LockSpec(name, (p,), True, per_platform[p], host_paths, declared, glibc) for p in wanted]
+    return [LockSpec(name, wanted, False, per_platform[wanted[0]], host_paths, declared, glibc)]
 
 
 def interpreter(python: str) -> str:
@@ -257,6 +299,23 @@ def _own_version() -> str:
     return ".".join(map(str, sys.version_info[:3]))
 
 
+# The PEP 508 marker environment, computed as packaging.markers.default_environment does (the
+# interpreter asked may have no packaging), on one line after _MARKERS_SAY.
+_MARKERS_PROBE = """
+import json, os, platform, sys
+def fmt(info):
+    out = '%d.%d.%d' % (info.major, info.minor, info.micro)
+    return out if info.releaselevel == 'final' else out + info.releaselevel[0] + str(info.serial)
+env = dict(implementation_name=sys.implementation.name, implementation_version=fmt(sys.implementation.version),
+           os_name=os.name, platform_machine=platform.machine(), platform_release=platform.release(),
+           platform_system=platform.system(), platform_version=platform.version(),
+           python_full_version=platform.python_version(), platform_python_implementation=platform.python_implementation(),
+           python_version='.'.join(platform.python_version_tuple()[:2]), sys_platform=sys.platform)
+print(SAYS + json.dumps(env))
+"""
+_MARKERS_SAY = "bake-plan-markers "
+
+
 @functools.lru_cache(maxsize=None)
 def python_version(python: str) -> str:
     """The version of the interpreter ``python`` (``"3.11.7"``), asked once per process.
@@ -264,10 +323,28 @@ def python_version(python: str) -> str:
     :raises UsageError: one line naming ``--python``: it cannot be run, or is not a Python
         interpreter (``/bin/true``).
     """
+    return _ask_interpreter(python)[0]
+
+
+def interpreter_markers(python: str) -> Dict[str, str]:
+    """The PEP 508 marker environment of the interpreter ``python`` (``python_version``,
+    ``python_full_version``, ``platform_machine``…), what uv's ``--python`` evaluates markers
+    with; asked with its version, once per process, within 120 s.
+
+    :raises UsageError: as :func:`python_version`.
+    """
+    return dict(_ask_interpreter(python)[1])
+
+
+@functools.lru_cache(maxsize=None)
+def _ask_interpreter(python: str) -> Tuple[str, Tuple[Tuple[str, str], ...]]:
     given, python = python, interpreter(python)
     if python == sys.executable:  # bake-plan's own Python: nothing to ask (the probe says the same)
-        return _own_version()
-    probe = f"import sys; print({_PYTHON_SAYS!r} + '.'.join(map(str, sys.version_info[:3])))"  # as _own_version
+        from packaging.markers import default_environment
+
+        return _own_version(), tuple(sorted(default_environment().items()))
+    probe = (f"import sys; print({_PYTHON_SAYS!r} + '.'.join(map(str, sys.version_info[:3])))"  # as _own_version
+             + _MARKERS_PROBE.replace("SAYS", repr(_MARKERS_SAY)))
     try:
         proc = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=120,
                               stdin=subprocess.DEVNULL)
@@ -282,7 +359,15 @@ def python_version(python: str) -> str:
         rows = [row.strip() for row in (proc.stderr or proc.stdout).splitlines() if row.strip()]
         why = f"`{python} -c ...` exited {proc.returncode}" + (f": {clipped(rows[-1], 200)}" if rows else " and printed no version")
         raise UsageError(f"--python {given}: not a Python interpreter ({why})")
-    return said[0]
+    markers = [line[len(_MARKERS_SAY):] for line in proc.stdout.splitlines() if line.startswith(_MARKERS_SAY)]
+    try:
+        env = json.loads(markers[0])
+        if not (isinstance(env, dict) and all(isinstance(v, str) for v in env.values())):
+            raise ValueError("not a mapping of strings")
+    except (IndexError, ValueError):
+        raise UsageError(f"--python {given}: it printed its version but not its marker environment "
+                         "(sys.implementation, platform)") from None
+    return said[0], tuple(sorted(env.items()))
 
 
 def targets(spec: LockSpec, python: Optional[str] = None) -> Dict[str, Target]:
@@ -298,12 +383,18 @@ def targets(spec: LockSpec, python: Optional[str] = None) -> Dict[str, Target]:
     """
     if python is not None or spec.python is None:
         version = python_version(python or sys.executable)
-        if spec.python and ".".join(version.split(".")[:2]) != spec.python:
+        if spec.python and not same_python(version, spec.python):
             raise UsageError(f"--python {python}: it is Python {version}, the image of '{spec.target}' has "
                              f"Python {spec.python} (the stage's python); leave --python out to lock for {spec.python}")
         one = Target(version, interpreter=interpreter(python or sys.executable))
         return {p: one for p in spec.platforms}
-    return {p: Target(spec.python, python_platform(p)) for p in spec.platforms}
+    return {p: Target(exact_python(spec.python), python_platform(p, spec.glibc)) for p in spec.platforms}
+
+
+def same_python(version: str, declared: str) -> bool:
+    """``version`` (``"3.11.2"``) is the Python ``declared`` names: ``"3.11"`` any 3.11,
+    ``"3.11.2"`` that one."""
+    return version.split(".")[:len(declared.split("."))] == declared.split(".")
 
 
 def foreign_platforms(spec: LockSpec, python: Optional[str] = None) -> List[str]:
@@ -349,6 +440,9 @@ def lock_text(spec: LockSpec, body: str, target: Target) -> str:
     """The whole lock: the ``# bake-plan`` header (with the Python, the uv platform when resolved
     for one, and ``resolver: uv``), the index options the stages wrote, then ``body``."""
     resolved = ([("python-platform", target.platform)] if target.platform else []) + [("resolver", "uv")]
+    if not target.interpreter and spec.python and spec.python.count(".") == 1:
+        resolved.insert(0, ("python-patch", f"assumed {target.python}: the chain declares python = \"{spec.python}\"; "
+                                            f"declare the image's exact Python (python = \"{spec.python}.N\") to lock for it"))
     text = header(spec, target.python) + "".join(f"{HEADER}{key}: {value}\n" for key, value in resolved)
     options = dict.fromkeys(line.text.strip() for line in spec.lines if reqs.is_index_option(line.text))
     return text + "".join(o + "\n" for o in options) + body
@@ -562,13 +656,10 @@ def _uv_failure(spec: LockSpec, lines: Sequence[Line], output: str, pip_args, ta
         return LockError(f"no distribution found for {requirement} ({' <- '.join(chain)}){exist}, {where}",
                          [f"uv: {said}"])
     if "unsatisfiable" in said or "No solution found" in output:
-        tokens = {reqs.canonical_name(t) for t in _NAME_TOKEN.findall(said)}
         details, stages, cache = [], [], {}
-        for line in lines:
-            project = line.host and reqs.project_name(line.host)
-            if project and reqs.canonical_name(project) in tokens:
-                details.append(f"{line.who()} asks for {project}: {line.text}")
-                stages.append(line.stage)
+        for line in _blamed(lines, said):
+            details.append(f"{line.who()} asks for {reqs.project_name(line.host)}: {line.text}")
+            stages.append(line.stage)
         asked = {reqs.canonical_name(reqs.project_name(line.host) or "") for line in lines if line.host}
         for name, _ in depends.values():
             if reqs.canonical_name(name) in asked:
@@ -590,6 +681,48 @@ def _uv_failure(spec: LockSpec, lines: Sequence[Line], output: str, pip_args, ta
     errors = [row for row in rows if row.startswith(("error:", "cause:"))]
     reason = " ".join(errors) if errors else (rows[-1] if rows else "no output")
     return LockError(f"uv pip compile failed, {where}: {reason}")
+
+
+_UV_REQUIRED = (re.compile(r"you require (?P<list>.+?)(?:, we can conclude|, and |\.\s|[,.]?$)"),
+                re.compile(r"your requirements and (?P<list>.+?) are incompatible"))
+
+
+def _constrains(line: Line) -> bool:
+    req = reqs.parse(line.host or "")
+    return req is not None and bool(str(req.specifier) or req.url)
+
+
+def _blamed(lines: Sequence[Line], said: str) -> List[Line]:
+    """The lines a conflict uv explains (``said``) is between, in chain order.
+
+    uv names the requirements it took from the ``.in`` files: "you require six==1.17.0 and
+    six==1.16.0", "your requirements and six[x]>1.16.0 are incompatible". For each such
+    requirement: the lines that ask for exactly it (same project and specifiers), else the lines of
+    that project that constrain its version (uv may print a narrowed ``six<1.17`` for
+    ``six>=1.0,<1.17``), else every line of that project. A line asking for the project with no
+    version (``six``) is a bystander when another line of it pins or bounds the version. Without
+    such words (another uv), every line whose project uv names, less the bystanders.
+    """
+    printed = [req for pattern in _UV_REQUIRED for m in pattern.finditer(said)
+               for req in (reqs.parse(re.sub(r"\{[^{}]*\}", "", item)) for item in m.group("list").split(" and "))
+               if req is not None]  # uv writes a marker inside braces: alpha{python_full_version < '3.10'}<2
+    by_project: Dict[str, List[Line]] = {}
+    for line in lines:
+        project = line.host and reqs.project_name(line.host)
+        if project:
+            by_project.setdefault(reqs.canonical_name(project), []).append(line)
+    chosen: List[Line] = []
+    if printed:
+        for req in printed:
+            own = by_project.get(reqs.canonical_name(req.name), [])
+            exact = [line for line in own if reqs.parse(line.host).specifier == req.specifier]
+            chosen += exact or [line for line in own if _constrains(line)] or own
+    else:
+        tokens = {reqs.canonical_name(t) for t in _NAME_TOKEN.findall(said)}
+        for project, own in by_project.items():
+            if project in tokens:
+                chosen += [line for line in own if _constrains(line)] or own
+    return [line for line in lines if line in chosen]
 
 
 def _asking(lines: Sequence[Line], requirement: str) -> List[Line]:
@@ -710,8 +843,8 @@ def locked_contexts(composition: Composition, locks_dir: Path) -> Tuple[Tuple[st
             if missing:
                 raise UsageError(f"--locked: {path} covers {', '.join(covered) or 'no platform'}, "
                                  f"not {', '.join(missing)}: {again}")
-            made_for = ".".join((head.get("python") or [""])[0].split(".")[:2])
-            if spec.python and made_for != spec.python:
+            made_for = (head.get("python") or [""])[0]
+            if spec.python and not same_python(made_for, spec.python):
                 raise UsageError(f"--locked: {path} was made for Python {made_for or '(unknown)'}, the image of "
                                  f"'{name}' has Python {spec.python} (the stage's python): {again}")
             if head.get("inputs") != [spec.digest]:

@@ -162,26 +162,37 @@ def canonical_name(name: str) -> str:
     return _canonical(name)
 
 
-def marker_environment(platform: str, python: Optional[str] = None) -> Dict[str, str]:
-    """The PEP 508 marker environment of the running interpreter, moved to ``platform``
-    (``linux/arm64``: ``platform_machine`` ``aarch64``, ``sys_platform`` ``linux``). Python
-    version markers keep the host interpreter's values (the lock is compiled by it), unless
-    ``python`` (``"3.9"``) names the image's Python the lock is resolved for."""
+def marker_environment(platform: str, python: Optional[str] = None,
+                       environment: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+    """The PEP 508 marker environment of the running interpreter (or ``environment``, another
+    interpreter's, ``lock --python``), moved to ``platform`` (``linux/arm64``: ``platform_machine``
+    ``aarch64``, ``sys_platform`` ``linux``). Python version markers keep the interpreter's values
+    (the lock is resolved for it), unless ``python`` (``"3.9"``, ``"3.9.18"``) names the image's
+    Python the lock is resolved for."""
     from packaging.markers import default_environment
 
-    env = dict(default_environment())
+    env = dict(environment or default_environment())
     env.update(platform_machine=PLATFORM_MACHINE.get(platform, env["platform_machine"]),
                sys_platform="linux", platform_system="Linux", os_name="posix")
     if python:
-        env.update(python_version=python, python_full_version=python + ".0")
+        env.update(_python_markers(python))
     return env
 
 
-def for_platform(line: str, platform: str, python: Optional[str] = None) -> Optional[str]:
+def _python_markers(python: str) -> Dict[str, str]:
+    """``python_version`` and ``python_full_version`` for ``"3.11"`` (taken as 3.11.0, as uv
+    takes it) or ``"3.11.2"``."""
+    full = python if python.count(".") >= 2 else python + ".0"
+    return {"python_version": ".".join(full.split(".")[:2]), "python_full_version": full}
+
+
+def for_platform(line: str, platform: str, python: Optional[str] = None,
+                 environment: Optional[Mapping[str, str]] = None) -> Optional[str]:
     """The line as the host's pip-compile should see it for an image on ``platform``.
 
     With ``python`` (the image's Python, which the resolver evaluates markers for), Python version
-    markers are evaluated for it on both sides.
+    markers are evaluated for it on both sides. ``environment``: the marker environment of the
+    interpreter the resolver evaluates markers for (``lock --python``), default bake-plan's own.
 
     A line without a marker, or whose marker gives the same answer on the host and on
     ``platform``, comes back unchanged (pip-compile evaluates it the same way). A marker that
@@ -195,10 +206,10 @@ def for_platform(line: str, platform: str, python: Optional[str] = None) -> Opti
         return line
     from packaging.markers import default_environment
 
-    on_platform = req.marker.evaluate(marker_environment(platform, python))
-    host = dict(default_environment())
+    on_platform = req.marker.evaluate(marker_environment(platform, python, environment))
+    host = dict(environment or default_environment())
     if python:
-        host.update(python_version=python, python_full_version=python + ".0")
+        host.update(_python_markers(python))
     on_host = req.marker.evaluate(host)
     if not on_platform:
         return None

@@ -120,7 +120,12 @@ class Stage:
     :param python: the image's Python version, ``"3.10"`` (major.minor); ``None``: the parent's.
         ``bake-plan lock`` resolves the chain for the requested stage's Python (and each arch's
         platform) without needing that interpreter on the host; the lock records it, and the final
-        stage refuses a lock made for another Python.
+        stage refuses a lock made for another Python. ``"3.10.14"`` names the exact Python: the
+        lock then honours ``Requires-Python`` and markers down to the patch; ``"3.10"`` is resolved
+        as ``3.10.0`` (uv's reading of a version without its patch).
+    :param glibc: the glibc version of the image, ``"2.36"`` (Debian bookworm); ``None``: the
+        parent's, else ``2.28``. ``bake-plan lock`` resolves for the manylinux wheels pip accepts
+        on it (``x86_64-manylinux_2_36``), as pip in the image does.
     :param uses: named context → stage name, for stages whose output this one copies
         (``{"te": "te"}``: jax ships the Transformer Engine wheel). Becomes ``target:<that>``.
     :param contexts: extra named contexts: name → absolute directory or URL.
@@ -162,6 +167,7 @@ class Stage:
     contexts: Mapping[str, str] = field(default_factory=dict)
     host_paths: Mapping[str, str] = field(default_factory=dict)
     python: Optional[str] = None
+    glibc: Optional[str] = None
     variant: Optional[str] = None
     cache_scope: Optional[str] = None
     variants: Mapping[str, Tuple[str, ...]] = field(default_factory=dict)
