@@ -310,7 +310,9 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
                        help="mermaid (flowchart text), markdown (the same in a ```mermaid block, for "
                             "GitHub and $GITHUB_STEP_SUMMARY) or dot (Graphviz)")
     graph.add_argument("-o", "--output", default="-", metavar="FILE",
-                       help="file to write (default: stdout); an existing file is replaced, as dot -o does")
+                       help="file to write (default: stdout); a file bake-plan did not write is refused")
+    graph.add_argument("--force", action="store_true",
+                       help="replace the -o FILE even if bake-plan did not write it")
 
     config = sub.add_parser("config", help="print the merged configuration and where each value came from")
     _settings_arguments(config)

@@ -20,7 +20,7 @@ from bake.api import FORMATS as DEFAULT_FILES
 from bake.api import make_plan, render_parts
 from bake.errors import OutputError
 from bake.output import check_writable, write_atomic
-from bake.owned import check_replaceable, no_empty_directory_left
+from bake.owned import check_replaceable, no_empty_directory_left, write_output
 from bake.plan.compose import Composition
 from bake.plan.plugins import get_plugin_manager
 from bake.plan.text import counted
@@ -62,7 +62,8 @@ def write_plan(settings: Settings, composition: Composition, summary_to: TextIO)
     if output != "-":
         check_replaceable(output, force=settings.force)
     filename = os.path.basename(output) if output != "-" else DEFAULT_FILES[settings.format]
-    write_atomic(output, render_parts(composition, settings.format, filename=filename, environment=settings.environment))
+    write_output(output, render_parts(composition, settings.format, filename=filename, environment=settings.environment),
+                 what="the plan", force=settings.force)
     if output != "-" and filename in DEFAULT_FILES.values():
         _warn_of_files_read_with(output)
     plan = composition.plan
@@ -303,9 +304,10 @@ def matrix(settings: Settings) -> int:
         return 0
     output = settings.output or "-"
     if settings.format == "github-workflow" and output != "-":
+        check_replaceable(output, force=settings.force)  # before making its directory
         Path(output).parent.mkdir(parents=True, exist_ok=True)  # .github/workflows in a new repository
-        check_replaceable(output, force=settings.force)
-    write_atomic(output, text, what="the workflow" if settings.format == "github-workflow" else "the matrix")
+    write_output(output, text, what="the workflow" if settings.format == "github-workflow" else "the matrix",
+                 force=settings.force)
     if output != "-":
         print(f"bake-plan: wrote {len(entries)} build jobs to {output}", file=sys.stderr)
     return 0
@@ -519,7 +521,8 @@ def graph(settings: Settings) -> int:
     """``bake-plan graph``: the stage DAG of the targets as Mermaid, Markdown or Graphviz dot."""
     from bake.plan.graph import render_graph
 
-    write_atomic(settings.output or "-", render_graph(compose(settings), settings.format), what="the graph")
+    write_output(settings.output or "-", render_graph(compose(settings), settings.format), what="the graph",
+                 force=settings.force)
     return 0
 
 

@@ -67,7 +67,9 @@ def check_replaceable(path: Union[str, Path], force: bool = False) -> None:
     to overwrite. The plan and the workflow bake-plan writes say :data:`MARK` in their header.
 
     Nothing is refused when ``path`` is absent, not a regular file (a FIFO, ``/dev/stdout``: written
-    through, not replaced), says :data:`MARK`, or ``force`` (``--force``) is given.
+    through, not replaced), says :data:`MARK`, is in its directory's :class:`Record` unchanged (an
+    output whose format has no comment: a JSON matrix, a graph; :func:`write_output`), or ``force``
+    (``--force``) is given.
 
     :raises OutputError: ``path`` is a regular file (or a link to one) without :data:`MARK`.
     """
@@ -75,7 +77,7 @@ def check_replaceable(path: Union[str, Path], force: bool = False) -> None:
         regular = stat.S_ISREG(os.stat(path).st_mode)
     except OSError:
         return  # absent (or unreachable: writing it will say why)
-    if regular and not force and not says_written_by_bake_plan(path):
+    if regular and not force and not says_written_by_bake_plan(path) and not _recorded(path):
         raise OutputError(f"{path}: bake-plan did not write this file (its first lines do not say "
                           f"'{MARK}'), so it will not replace it: pass --force to replace it, or -o another file")
 
@@ -292,3 +294,39 @@ class Record:
     def _save(self, what: str) -> None:
         text = json.dumps({"written": dict(sorted(self.written.items()))}, indent=1) + "\n"
         self._replace(RECORD, text.encode("utf-8"), f"the record of {what}")
+
+
+def _recorded(path: Union[str, Path]) -> bool:
+    """``path`` (a link followed, as the writer follows it) is a file its directory's
+    :class:`Record` says bake-plan wrote, with that content still."""
+    real = Path(os.path.realpath(path))
+    try:
+        record = Record(real.parent)
+    except OutputError:
+        return False
+    return real.name in record.written and record.ours(real.name)
+
+
+def write_output(path: str, text, what: str, force: bool = False) -> None:
+    """The one gate every command passes to write a file the user named (``-o``): ``plan``,
+    ``matrix`` (each format), ``graph``. ``-`` is stdout.
+
+    The file may be replaced only when :func:`check_replaceable` allows it (absent, says
+    :data:`MARK`, recorded unchanged, or ``force``); it is written whole
+    (:func:`bake.output.write_atomic`); one whose text does not say :data:`MARK` (a JSON matrix, a
+    graph) is then recorded in its directory's :class:`Record`, so the next run knows it is
+    bake-plan's and a hand-written file of that name is not.
+
+    :param text: the content, whole or in parts (as :func:`bake.output.write_atomic` takes it).
+    :raises OutputError: the file is not bake-plan's to replace, or cannot be written or recorded.
+    """
+    from bake.output import write_atomic
+
+    if path == "-":
+        write_atomic(path, text, what=what)
+        return
+    check_replaceable(path, force=force)
+    write_atomic(path, text, what=what)
+    real = Path(os.path.realpath(path))
+    if kind_of(real) == "file" and not says_written_by_bake_plan(real):
+        Record(real.parent).adopt(real.name, file_sha256(real), what)

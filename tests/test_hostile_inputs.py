@@ -313,3 +313,49 @@ def test_every_path_and_selection_word_reads_back_from_the_workflow_yaml_and_she
         assert comment.startswith("#   bake-plan matrix")  # the command's comment stayed one line
 
     check()
+
+
+# ---- one write gate for every file a command writes -------------------------------------------
+
+HAND_WRITTEN = 'target "mine" {\n  context = "."\n}\n'
+
+
+@pytest.mark.parametrize("command", [
+    ("matrix", "--target", "jax", "--format", "json"),
+    ("matrix", "--target", "jax", "--format", "github"),
+    ("graph", "--target", "jax"),
+    ("graph", "--target", "jax", "--format", "dot"),
+    ("plan", "--target", "jax"),
+])
+def test_no_command_replaces_a_hand_written_bake_file(cli, tmp_path, command):
+    (tmp_path / "docker-bake.hcl").write_text(HAND_WRITTEN)
+    proc = cli(*command, "-o", "docker-bake.hcl", cwd=tmp_path)
+    one_line_error(proc, "docker-bake.hcl: bake-plan did not write this file", "--force")
+    assert (tmp_path / "docker-bake.hcl").read_text() == HAND_WRITTEN
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docker-bake.hcl"]
+    forced = cli(*command, "-o", "docker-bake.hcl", "--force", cwd=tmp_path)
+    assert forced.returncode == 0, forced.stderr
+    assert (tmp_path / "docker-bake.hcl").read_text() != HAND_WRITTEN
+
+
+@pytest.mark.parametrize("command, name", [
+    (("matrix", "--target", "jax", "--format", "json"), "matrix.json"),
+    (("graph", "--target", "jax", "--format", "dot"), "stages.dot"),
+])
+def test_an_output_without_a_header_is_replaced_while_unchanged_and_kept_once_edited(cli, tmp_path, command, name):
+    assert cli(*command, "-o", name, cwd=tmp_path).returncode == 0
+    first = (tmp_path / name).read_text()
+    again = cli(*command, "-o", name, cwd=tmp_path)  # its own file, known by the directory's record
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / name).read_text() == first
+    (tmp_path / name).write_text(first + "\n# my note\n")
+    one_line_error(cli(*command, "-o", name, cwd=tmp_path), f"{name}: bake-plan did not write this file")
+    assert (tmp_path / name).read_text().endswith("# my note\n")
+
+
+def test_a_graph_does_not_replace_a_lock(cli, tmp_path):
+    locks = tmp_path / "locks"
+    locks.mkdir()
+    (locks / "jax.txt").write_text("# bake-plan lock of 'jax'\nalpha==1.0\n")
+    one_line_error(cli("graph", "--target", "jax", "-o", "locks/jax.txt", cwd=tmp_path), "locks/jax.txt")
+    assert (locks / "jax.txt").read_text().endswith("alpha==1.0\n")
