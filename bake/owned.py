@@ -207,6 +207,14 @@ def not_ours(path: Union[str, Path], kind: Optional[str], what: str) -> OutputEr
                        f"or delete it; move it away (bake-plan writes {what} there)")
 
 
+def plain_name(name: str) -> bool:
+    """``name`` is a plain relative name inside a directory (``blobs/sha256/<hex>``): no absolute
+    path, no ``..``, ``.`` or empty part, no backslash or NUL. A name read back from a record is
+    checked with it before it is used."""
+    return (isinstance(name, str) and bool(name) and not name.startswith("/") and "\\" not in name
+            and "\0" not in name and all(part not in ("", ".", "..") for part in name.split("/")))
+
+
 class Record:
     """What bake-plan wrote in one ``directory``, kept in its :data:`RECORD` file.
 
@@ -225,11 +233,21 @@ class Record:
             written = data["written"]
             if isinstance(written, dict):
                 self.written = {str(k): (v if isinstance(v, str) else None) for k, v in written.items()}
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
             pass  # no record (or an unreadable one): nothing here is known to be bake-plan's
+        for name in self.written:  # read back from the directory: untrusted (a restored cache, a commit)
+            if not plain_name(name):
+                raise OutputError(f"{self.path} names {name!r}, which is no file bake-plan writes in "
+                                  f"{self.directory} (not a plain relative name inside it), so it trusts nothing "
+                                  "this record says and deletes nothing by it; remove the record")
 
     def ours(self, name: str) -> bool:
-        """``name`` is absent, or a regular file (not a link) bake-plan wrote and nobody changed since."""
+        """``name`` is absent, or a regular file (not a link) bake-plan wrote and nobody changed since;
+        never for a name that is not :func:`plain_name`, or whose directories below
+        :attr:`directory` are not real directories (a link there could lead anywhere)."""
+        if not plain_name(name) or any(kind_of(self.directory.joinpath(*name.split("/")[:i])) != "directory"
+                                       for i in range(1, name.count("/") + 1)):
+            return False
         kind = kind_of(self.directory / name)
         if kind is None:
             return True

@@ -246,7 +246,7 @@ def test_a_package_pip_cannot_find_is_one_line_exit_1(cli, make_plugin, tmp_path
     proc = _wheelhouse(cli, site, tmp_path, index, "--target", "wh-leaf", "-o", str(tmp_path / out))
     assert proc.returncode == 1, proc.stderr
     error = [line for line in proc.stderr.splitlines() if line.startswith("bake-plan: error:")]
-    assert len(error) == 1 and "Traceback" not in proc.stderr
+    assert len(error) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "'wh-leaf' (linux/amd64) for Python 3.11 on linux/amd64" in error[0] and "nosuch" in error[0]
     # a failed wheelhouse leaves no directory it made (bake.owned.no_empty_directory_left); the user's stays, empty
     assert (tmp_path / "wh").exists() is made_by_the_user and not (tmp_path / "wh2").exists()
@@ -262,47 +262,42 @@ def test_bad_python_version_is_one_line_exit_2(cli, tmp_path, version):
 
 
 def test_a_pin_without_a_wheel_is_built_from_its_sdist(tmp_path):
-    """pip's side is faked (the real one is in the tests above): the pins come as one download,
-    which fails; each pin again; the one with no wheel as an sdist, then ``pip wheel``."""
+    """pip's side is faked (the real one is in tests/test_wheelhouse_pins.py): every pin in one
+    ``pip download --prefer-binary --no-deps``, which brings the pin with no wheel as its sdist;
+    then one ``pip wheel`` of the sdists, no download per pin."""
     import subprocess
 
-    from bake.pip.lock import LockSpec
+    from bake.pip.lock import LockSpec, header
     from bake.pip.wheelhouse import fill
 
     locks = tmp_path / "locks"
     locks.mkdir()
-    (locks / "t.txt").write_text("# bake-plan target: t\nhaswheel==1.0\n    # via -r x.in\nsdistonly==2.0\n")
+    spec = LockSpec("t", ("linux/amd64",), False, [])
+    (locks / "t.txt").write_text(header(spec, "3.11") + "haswheel==1.0\n    # via -r x.in\nsdistonly==2.0\n")
     calls = []
 
     def runner(argv, **kwargs):
         calls.append(argv)
         value = lambda flag: argv[argv.index(flag) + 1]  # noqa: E731
-        wanted = ""
-        if "-r" in argv:
-            wanted = Path(value("-r")).read_text()
+        if argv[-1] == "--version":
+            return subprocess.CompletedProcess(argv, 0, "pip 25.2 from /x (python 3.11)\n", "")
         if "wheel" in argv:
             make_wheel(Path(value("--wheel-dir")), "sdistonly", "2.0")
             return subprocess.CompletedProcess(argv, 0, "", "")
-        if "--no-binary=:all:" in argv:
-            dest = Path(value("--dest"))
-            dest.mkdir(parents=True, exist_ok=True)
+        dest = Path(value("--dest"))
+        if "--no-deps" in argv:
+            assert Path(value("-r")).read_text().split() == ["haswheel==1.0", "sdistonly==2.0"]
+            make_wheel(dest, "haswheel", "1.0")
             (dest / "sdistonly-2.0.tar.gz").write_bytes(b"sdist")
-            return subprocess.CompletedProcess(argv, 0, "", "")
-        if "sdistonly" in wanted:
-            return subprocess.CompletedProcess(argv, 1, "", "ERROR: No matching distribution found for sdistonly==2.0\n")
-        for line in wanted.split():
-            if "==" in line:
-                name, version = line.split("==")
-                make_wheel(Path(value("--dest")), name, version)
         return subprocess.CompletedProcess(argv, 0, "", "")
 
-
-    spec = LockSpec("t", ("linux/amd64",), False, [])
     counts = fill([spec], tmp_path / "wh", "3.11", locks_dir=locks, runner=runner)
     assert counts["built"] == 1
     assert {p.name for p in (tmp_path / "wh").iterdir()} >= {"haswheel-1.0-py3-none-any.whl",
                                                               "sdistonly-2.0-py3-none-any.whl"}
-    assert any("--no-deps" in argv and "--only-binary=:all:" in argv for argv in calls)
+    downloads = [argv for argv in calls if "download" in argv]
+    assert len(downloads) == 2 and sum("--no-deps" in argv for argv in downloads) == 1
+    assert sum("wheel" in argv for argv in calls) == 1
 
 
 def test_the_layout_is_made_again_only_when_the_wheels_change(tmp_path):

@@ -461,6 +461,10 @@ def resolve_all(specs: Sequence[LockSpec], pip_args: Sequence[str] = (),
     :raises UsageError, LockConflict, LockError: as :func:`targets` and :func:`compile_lock`; of
         several failures, the first spec's (first platform's) is raised.
     """
+    for spec in specs:  # before anything runs: no ${VARIABLE} reaches uv, which would expand it
+        for line in spec.lines:
+            if line.host is not None:
+                reqs.refuse_variables(line.host, f"{line.who()}, requirement line {line.text!r}")
     planned = [(spec, targets(spec, python)) for spec in specs]
     for spec, _ in planned:
         check_host_paths(spec)
@@ -829,36 +833,49 @@ def locked_contexts(composition: Composition, locks_dir: Path) -> Tuple[Tuple[st
     for name in composition.requested:
         files: Dict[str, str] = {}
         for spec in lock_specs(composition, name):
-            path = locks_dir / spec.filename
-            again = f"run `bake-plan lock --target {name}`"
-            try:
-                text = path.read_text(encoding="utf-8")
-            except OSError:
-                raise UsageError(f"--locked: no lock {path} for {spec.describe()}: {again}") from None
-            head = read_header(text)
-            if head.get("target") != [name]:
-                raise UsageError(f"--locked: {path} is not a bake-plan lock of '{name}': {again}")
-            covered = [p.strip() for p in (head.get("platforms") or [""])[0].split(",") if p.strip()]
-            missing = [p for p in spec.platforms if p not in covered]
-            if missing:
-                raise UsageError(f"--locked: {path} covers {', '.join(covered) or 'no platform'}, "
-                                 f"not {', '.join(missing)}: {again}")
-            made_for = (head.get("python") or [""])[0]
-            if spec.python and not same_python(made_for, spec.python):
-                raise UsageError(f"--locked: {path} was made for Python {made_for or '(unknown)'}, the image of "
-                                 f"'{name}' has Python {spec.python} (the stage's python): {again}")
-            if head.get("inputs") != [spec.digest]:
-                raise UsageError(f"--locked: {path} is out of date (the requirement lines of the chain of "
-                                 f"'{name}' changed since it was made): {again}")
-            if head.get("skipped"):
-                raise UsageError(f"--locked: {path} leaves out {len(head['skipped'])} in-image line(s) with no "
-                                 f"host path ({head['skipped'][0]}); declare host_paths on the stage")
-            files[spec.context_name] = text
+            files[spec.context_name] = checked_lock(spec, locks_dir)
         directory = _context_dir(locks_dir, name, files)
         for filename, text in files.items():
             write_atomic(str(directory / filename), text, "the pip-lock context")
         pairs.append((name, str(directory)))
     return tuple(pairs)
+
+
+def checked_lock(spec: LockSpec, locks_dir: Path, who: str = "--locked") -> str:
+    """The text of ``spec``'s lock in ``locks_dir``, checked as ``--locked`` checks it (the one
+    check: ``build --locked`` and ``bake-plan wheelhouse`` refuse the same locks in the same words,
+    ``who`` first).
+
+    :raises UsageError: the lock is missing, is another stage's, does not cover a platform of
+        ``spec``, was made for another Python than the stage declares, is out of date (the stages'
+        lines changed since), or skipped in-image lines.
+    """
+    name = spec.target
+    path = locks_dir / spec.filename
+    again = f"run `bake-plan lock --target {name}`"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, ValueError):
+        raise UsageError(f"{who}: no lock {path} for {spec.describe()}: {again}") from None
+    head = read_header(text)
+    if head.get("target") != [name]:
+        raise UsageError(f"{who}: {path} is not a bake-plan lock of '{name}': {again}")
+    covered = [p.strip() for p in (head.get("platforms") or [""])[0].split(",") if p.strip()]
+    missing = [p for p in spec.platforms if p not in covered]
+    if missing:
+        raise UsageError(f"{who}: {path} covers {', '.join(covered) or 'no platform'}, "
+                         f"not {', '.join(missing)}: {again}")
+    made_for = (head.get("python") or [""])[0]
+    if spec.python and not same_python(made_for, spec.python):
+        raise UsageError(f"{who}: {path} was made for Python {made_for or '(unknown)'}, the image of "
+                         f"'{name}' has Python {spec.python} (the stage's python): {again}")
+    if head.get("inputs") != [spec.digest]:
+        raise UsageError(f"{who}: {path} is out of date (the requirement lines of the chain of "
+                         f"'{name}' changed since it was made): {again}")
+    if head.get("skipped"):
+        raise UsageError(f"{who}: {path} leaves out {len(head['skipped'])} in-image line(s) with no "
+                         f"host path ({head['skipped'][0]}); declare host_paths on the stage")
+    return text
 
 
 def _context_dir(locks_dir: Path, name: str, files: Dict[str, str]) -> Path:

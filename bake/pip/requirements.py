@@ -17,7 +17,8 @@ import urllib.parse
 from pathlib import PurePosixPath
 from typing import Dict, Mapping, Optional, Tuple
 
-from bake.plan.requirement_lines import split_option
+from bake.errors import UsageError
+from bake.plan.requirement_lines import split_option, variable_reference
 
 # Options whose value is a path or URL that may point into the image.
 _LOCATION_OPTIONS = ("-e", "--editable", "-f", "--find-links", "-r", "--requirement", "-c", "--constraint",
@@ -40,6 +41,22 @@ PLATFORM_MACHINE = {
     "linux/riscv64": "riscv64",
     "linux/386": "i686",
 }
+
+
+def refuse_variables(line: str, where: str) -> None:
+    """The one check of requirement text bake-plan hands to pip or uv on the host (``bake-plan
+    lock``, ``bake-plan wheelhouse``): a ``${NAME}`` there is expanded by them from the environment
+    (``http://h/${CI_TOKEN}/x.git`` sends the token to ``h`` and prints it), so it is refused.
+
+    :param where: what the line is, for the message (``"stage 'x' (plugin 'p'), requirement line …"``).
+    :raises UsageError: one line naming ``where`` and the reference.
+    """
+    found = variable_reference(line)
+    if found is not None:
+        raise UsageError(f"{where}: {found!r} is an environment variable reference, which pip and uv expand "
+                         "on the host (its value would go to the host the line names, and into their output); "
+                         "bake-plan hands no such line to them: write the value itself, or give a secret as "
+                         "pip's configuration (PIP_INDEX_URL, a netrc) instead")
 
 
 def is_index_option(line: str) -> bool:

@@ -23,11 +23,13 @@ context stays incremental (``docs/benchmarks.md``).
 
 from __future__ import annotations
 
+import contextlib
 import filecmp
 import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tarfile
@@ -36,10 +38,10 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from bake.errors import LockError, OutputError, UsageError
-from bake.owned import Record, file_sha256, kind_of, own_directory
+from bake.owned import Record, file_sha256, kind_of, not_ours, own_directory
 from bake.pip.lock import LockSpec
 from bake.plan.names import arch_of
-from bake.plan.text import counted
+from bake.plan.text import clipped, counted
 
 TOOLS = ("pip>=22.2,<25.3", "pip-tools==7.4.1")
 """What the built-in ``base`` Dockerfile installs from the wheelhouse into ``/opt/pip-tools``."""
@@ -72,51 +74,146 @@ def platform_tags(platform: str, glibc_max: int = GLIBC_MAX) -> List[str]:
 
 
 def download_argv(python_version: str, platform: str, dest: Path, pip_args: Sequence[str] = (),
-                  python: str = sys.executable) -> List[str]:
-    """``pip download`` for binary wheels of ``platform`` (:func:`platform_tags`) and
-    ``python_version`` (``3.11``), into ``dest``; requirements are appended by the caller."""
+                  python: str = sys.executable, only_binary: bool = True) -> List[str]:
+    """``pip download`` for wheels of ``platform`` (:func:`platform_tags`) and ``python_version``
+    (``3.11``), into ``dest``; requirements are appended by the caller.
+
+    :param only_binary: ``--only-binary=:all:`` (what pip requires to resolve dependencies for
+        another platform); ``False``: ``--prefer-binary --no-deps`` (exact pins: a pin with no wheel
+        for the platform comes as its sdist, in the same call).
+    """
     tags = [arg for tag in platform_tags(platform) for arg in ("--platform", tag)]
+    binary = ["--only-binary=:all:"] if only_binary else ["--prefer-binary", "--no-deps"]
     return [python, "-m", "pip", "--disable-pip-version-check", "download", "--quiet", "--dest", str(dest),
-            "--only-binary=:all:", "--implementation", "cp", "--python-version", python_version,
-            *tags, *pip_args]
+            *binary, "--implementation", "cp", "--python-version", python_version, *tags, *pip_args]
 
 
 Runner = Callable[..., subprocess.CompletedProcess]
 
+PIP_TIMEOUT = 3600
+"""Seconds one pip run (a download, or the build of the sdists) may take."""
+
+MIN_BUILD_PIP = (23, 1)
+"""The oldest pip bake-plan builds sdists with: the pip of bake-plan's own environment
+(``sys.executable -m pip``, never the ``pip`` on the user's ``PATH``), which bake-plan's
+dependencies keep at least this recent (``pyproject.toml``). Older ones (Debian's ``python3 -m
+venv`` gives 23.0.1) are refused, naming the version, before any build."""
+
+_BOILERPLATE = ("error: subprocess-exited-with-error", "note: This error originates from a subprocess",
+                "note: This is an issue with the package", "See above for output", "[end of output]",
+                "ERROR: Failed to build", "Failed to build", "ERROR: Could not build wheels",
+                "error: failed-wheel-build", "ERROR: Failed building wheel", "hint:", "WARNING:",
+                "Building wheel for", "Running setup.py", "Created wheel for", "Stored in directory",
+                "Successfully built", "Processing ", "DEPRECATION:", "[notice]", "Preparing metadata",
+                "Getting requirements to build", "Installing build dependencies", "Building wheels for")
+REASON_LINES = 5
+"""How many of pip's last meaningful lines an error quotes."""
+REASON_CHARS = 600
+"""How long pip's quoted reason may be, in characters."""
+
 
 def _run(argv: List[str], runner: Runner, what: str) -> subprocess.CompletedProcess:
     try:
-        return runner(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=3600)
+        return runner(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=PIP_TIMEOUT)
     except OSError as err:
         raise UsageError(f"{what}: cannot run {argv[0]}: {err.strerror or err}") from None
+    except subprocess.TimeoutExpired:
+        raise LockError(f"{what}: pip did not finish in {PIP_TIMEOUT} s") from None
 
 
-def _last_error(stderr: str) -> str:
-    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    errors = [line for line in lines if line.startswith("ERROR:")]
-    return (errors or lines or ["(no output)"])[-1]
+def pip_reason(stderr: str) -> str:
+    """pip's reason for a failure, on one line: its last :data:`REASON_LINES` meaningful lines
+    (its generic closing words, box drawing and hints left out), joined with `` | ``, at most
+    :data:`REASON_CHARS` characters. ``(no output)`` when pip said nothing."""
+    import re
+
+    lines = []
+    for raw in stderr.splitlines():
+        line = re.sub(r"^[\s│╰─>×║╭╮╯]+", "", raw).strip()
+        if line and not line.startswith(_BOILERPLATE) and set(line) - set("-=*╰─>│ "):
+            lines.append(line)
+    if not lines:
+        return "(no output)"
+    return clipped(" | ".join(line.replace("\t", " ") for line in lines[-REASON_LINES:]), REASON_CHARS)
 
 
-def requirement_lines(spec: LockSpec, locks_dir: Optional[Path]) -> Tuple[List[str], bool, Optional[Path]]:
-    """The lines to download for ``spec``: ``(lines, pinned, lock path)``; from the lock file in
-    ``locks_dir`` when there is one (``pinned``: every line an exact pin), else the stages' host
-    lines (in-image paths mapped; lines with no host path and editables left out)."""
+def requirement_lines(spec: LockSpec, locks_dir: Optional[Path],
+                      notes: Optional[List[str]] = None) -> Tuple[List[str], bool, Optional[Path]]:
+    """The lines to download for ``spec``: ``(lines, pinned, lock path)``.
+
+    From the lock file in ``locks_dir`` when there is one (``pinned``: every line an exact pin),
+    checked as ``build --locked`` checks it (:func:`bake.pip.lock.checked_lock`: an out-of-date
+    lock is refused in the same words); else the stages' host lines (in-image paths mapped).
+
+    A line naming a local path is mapped to the host path the stages' ``host_paths`` declare
+    (:func:`bake.pip.requirements.to_host`); a lock line whose host path is a wheel is downloaded
+    (copied) with the rest. Lines the image builds or installs from its own path (a directory or
+    sdist there, an in-image path with no host path, an editable) are left out, each with a note
+    appended to ``notes``: the image installs them from that path, not from the wheelhouse (a
+    lock pins their dependencies as lines of their own).
+
+    :raises UsageError: a line holds a ``${VARIABLE}`` reference (pip would expand it:
+        :func:`bake.pip.requirements.refuse_variables`), or the lock is refused.
+    """
+    from bake.pip import requirements as reqs
+    from bake.pip.lock import checked_lock
+
+    notes = [] if notes is None else notes
     if locks_dir is not None:
         path = locks_dir / spec.filename
-        if path.is_file():
+        if kind_of(path) is not None:
+            text = checked_lock(spec, locks_dir, who="wheelhouse")
             lines = []
-            for raw in path.read_text(encoding="utf-8").splitlines():
+            for number, raw in enumerate(text.splitlines(), 1):
                 line = raw.split(" #", 1)[0].strip()
-                if line and not line.startswith(("#", "-")):
-                    lines.append(line)
+                if not line or line.startswith("#"):
+                    continue
+                reqs.refuse_variables(line, f"line {number} of the lock {path}")
+                option, value = reqs.split_option(line)
+                if option in ("-e", "--editable"):
+                    notes.append(f"left out {line!r} of {path}: an editable, installed in the image from its path")
+                    continue
+                if option is not None:
+                    continue  # index options: pip's configuration and the flags given say where to look
+                host, missing = reqs.to_host(line, spec.host_paths)
+                if host is None:
+                    notes.append(f"left out {line!r} of {path}: in-image path {missing} has no host path "
+                                 "(the image builds or installs it there)")
+                    continue
+                loc = reqs.location(host)
+                local = reqs.local_path(loc) if loc and host != line else None
+                if local is not None and not (local.endswith(".whl") and kind_of(local) == "file"):
+                    notes.append(f"left out {line!r} of {path}: built in the image from its in-image path "
+                                 f"(host path {local} is no wheel to copy)")
+                    continue
+                lines.append(host)
             return lines, True, path
-    lines = [line.host for line in spec.lines
-             if line.host is not None and not line.host.lstrip().startswith(("-e", "--editable"))]
+    lines = []
+    for line in spec.lines:
+        if line.host is None:
+            notes.append(f"left out {line.text!r} of {line.who()}: in-image path {line.missing} has no host path "
+                         "(the image builds or installs it there)")
+            continue
+        reqs.refuse_variables(line.host, f"{line.who()}, requirement line {line.text!r}")
+        if line.host.lstrip().startswith(("-e", "--editable")):
+            notes.append(f"left out {line.text!r} of {line.who()}: an editable, installed in the image from its path")
+            continue
+        lines.append(line.host)
     return lines, False, None
 
 
 DEFAULT_PYTHON_VERSION = "3.11"
 """The Python wheels are fetched for when neither ``--python-version`` nor the stage says."""
+
+
+class _Job:
+    """One ``pip download``: its command line, what it is for, its own destination."""
+
+    def __init__(self, argv: List[str], where: str, dest: Path, lines: List[str], pinned: bool,
+                 closure: Optional[Tuple[str, str]] = None):
+        self.argv, self.where, self.dest, self.lines, self.pinned = argv, where, dest, lines, pinned
+        self.closure = closure  # (python version, platform): fetch what pip's markers left out
+        self.failure: Optional[str] = None
 
 
 def fill(specs: Sequence[LockSpec], out: Path, python_version: Optional[str], locks_dir: Optional[Path] = None,
@@ -126,14 +223,30 @@ def fill(specs: Sequence[LockSpec], out: Path, python_version: Optional[str], lo
     the Python each chain's stage declares, else :data:`DEFAULT_PYTHON_VERSION`) and each spec's
     platforms, plus :data:`TOOLS`.
 
+    One ``pip download`` per spec and platform (all of them side by side, up to one per CPU), plus
+    one for :data:`TOOLS` per Python and platform: a lock's pins with ``--prefer-binary
+    --no-deps``, so a pin without a wheel for the platform comes as its sdist in the same call;
+    lines without a lock resolved with their dependencies (``--only-binary=:all:``). Then every
+    sdist is built in one ``pip wheel`` run, with the pip of bake-plan's own environment
+    (:data:`MIN_BUILD_PIP`). Whatever was downloaded or built is moved into ``out`` even when
+    something else failed.
+
     :returns: ``{"added": n, "kept": n, "built": n}``: wheels new in ``out``, already there with
         the same bytes (left untouched), and built on the host from an sdist.
-    :raises LockError: pip could not find or download something (pip's last error line, the
-        platform and the Python version).
+    :raises LockError: pip could not find, download or build something: the pin or the spec,
+        the platform, the Python version and pip's reason (:func:`pip_reason`), and how many
+        wheels were kept.
+    :raises UsageError: an out-of-date lock, a line with a ``${VARIABLE}`` (see
+        :func:`requirement_lines`).
     :raises OutputError: ``out`` cannot be made or written, or a wheel would replace a file of
         that name bake-plan did not put there (its record, :class:`bake.owned.Record`), which is
         left as it is.
     """
+    plans = []
+    for spec in specs:  # every lock checked and every line read before anything runs
+        notes: List[str] = []
+        lines, pinned, lock = requirement_lines(spec, locks_dir, notes)
+        plans.append((spec, lines, pinned, lock, notes))
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -142,72 +255,202 @@ def fill(specs: Sequence[LockSpec], out: Path, python_version: Optional[str], lo
     with tempfile.TemporaryDirectory(prefix=".bake-wheelhouse-", dir=out.parent) as tmp:
         staging = Path(tmp) / "wheels"
         staging.mkdir()
-        for spec in specs:
-            lines, pinned, lock = requirement_lines(spec, locks_dir)
+        jobs: List[_Job] = []
+        tools = set()
+        for spec, lines, pinned, lock, notes in plans:
+            for note in notes:
+                report(f"note: {note}")
             version = python_version or spec.python or DEFAULT_PYTHON_VERSION
             for platform in spec.platforms:
                 where = f"{spec.describe()} for Python {version} on {platform}"
                 report(f"downloading {counted(len(lines), 'pinned requirement' if pinned else 'requirement')} of {where}"
                        + (f" (from {lock})" if lock else ""))
-                base = download_argv(version, platform, staging, pip_args, python)
-                _download(base, lines, pinned, staging, Path(tmp), where, runner, python, pip_args, counts)
-                _download(base, list(TOOLS), False, staging, Path(tmp), f"pip and pip-tools for {where}",
-                          runner, python, pip_args, counts)
-                if not pinned:
-                    _marker_closure(base, [*lines, *TOOLS], version, platform, staging, Path(tmp), where,
-                                    runner, python, pip_args, counts)
-        record = Record(out)
-        moves = []
-        for wheel in sorted(staging.iterdir()):  # every name checked before any wheel is moved
-            target = out / wheel.name
-            if kind_of(target) == "file" and filecmp.cmp(wheel, target, shallow=False):
-                counts["kept"] += 1
-                continue
-            record.check(wheel.name, "a wheel of the wheelhouse")
-            moves.append(wheel)
-        for wheel in moves:
-            target = out / wheel.name
-            digest = file_sha256(wheel)
-            try:
-                os.replace(wheel, target)
-            except OSError:
-                shutil.move(str(wheel), str(target))
-            record.adopt(wheel.name, digest, "the wheelhouse")
-            counts["added"] += 1
+                if lines:
+                    dest = Path(tmp) / f"job-{len(jobs)}"
+                    argv = download_argv(version, platform, dest, pip_args, python, only_binary=not pinned)
+                    jobs.append(_Job(argv + ["-r", str(_requirements_file(dest, lines))], where, dest, lines,
+                                     pinned, None if pinned else (version, platform)))
+                if (version, platform) not in tools:
+                    tools.add((version, platform))
+                    dest = Path(tmp) / f"job-{len(jobs)}"
+                    jobs.append(_Job(download_argv(version, platform, dest, pip_args, python) + list(TOOLS),
+                                     f"pip and pip-tools for Python {version} on {platform}", dest, list(TOOLS),
+                                     False, (version, platform)))
+        failure: Optional[LockError] = None
+        try:
+            _run_jobs(jobs, runner)
+            failed = [job for job in jobs if job.failure is not None]
+            if failed:
+                raise LockError(f"pip download failed for {failed[0].where}: {failed[0].failure}")
+            for job in jobs:
+                if job.closure is not None:
+                    base = download_argv(*job.closure, job.dest, pip_args, python)
+                    _marker_closure(base, job.lines, *job.closure, job.dest, Path(tmp), job.where, runner,
+                                    python, pip_args, counts)
+            sdists = _gather(jobs, staging)
+            if sdists:
+                _build(sdists, staging, Path(tmp) / "built", python, pip_args, runner, counts)
+        except LockError as err:
+            failure = err
+        _move_in(staging, out, counts)
+        if failure is not None:
+            kept = counts["added"] + counts["kept"]
+            raise LockError(f"{failure}; the {counted(kept, 'wheel')} downloaded before it "
+                            f"{'is' if kept == 1 else 'are'} kept in {out}" if kept else str(failure))
     return counts
+
+
+def _requirements_file(dest: Path, lines: Sequence[str]) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    req = dest.parent / f"{dest.name}.txt"
+    req.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return req
+
+
+def _run_jobs(jobs: Sequence[_Job], runner: Runner) -> None:
+    """Run every job's ``pip download``, up to one per CPU at once; each failure is kept on its job."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(job: _Job) -> None:
+        job.dest.mkdir(parents=True, exist_ok=True)
+        proc = _run(job.argv, runner, "pip download")
+        if proc.returncode != 0:
+            job.failure = pip_reason(proc.stderr)
+
+    if len(jobs) <= 1:
+        for job in jobs:
+            one(job)
+        return
+    with ThreadPoolExecutor(max_workers=max(2, min(len(jobs), os.cpu_count() or 1))) as pool:
+        list(pool.map(one, jobs))
+
+
+def _gather(jobs: Sequence[_Job], staging: Path) -> Dict[Path, Tuple[str, str]]:
+    """Move every downloaded wheel into ``staging`` (one of each name); :returns: the sdists the
+    pinned downloads brought, ``{path: (pin, where)}`` (one of each file name)."""
+    sdists: Dict[Path, Tuple[str, str]] = {}
+    names = set()
+    for job in jobs:
+        for path in sorted(job.dest.iterdir()) if job.dest.is_dir() else ():
+            if kind_of(path) != "file":
+                continue
+            if path.name.endswith(".whl"):
+                if not (staging / path.name).exists():
+                    os.replace(path, staging / path.name)
+            elif job.pinned and path.name not in names:
+                names.add(path.name)
+                sdists[path] = (_pin_of(path.name, job.lines), job.where)
+    return sdists
+
+
+def _canonical(name: str) -> str:
+    import re
+
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _sdist_project(filename: str) -> str:
+    """The canonical project name of an sdist's file name (``Promise-2.3.tar.gz`` → ``promise``)."""
+    stem = filename
+    for ext in (".tar.gz", ".tar.bz2", ".tar.xz", ".tgz", ".zip", ".tar"):
+        if stem.endswith(ext):
+            stem = stem[:-len(ext)]
+            break
+    return _canonical(stem.rsplit("-", 1)[0])
+
+
+def _pin_of(filename: str, lines: Sequence[str]) -> str:
+    """The line of ``lines`` an sdist ``filename`` (``promise-2.3.tar.gz``) was downloaded for."""
+    project = _sdist_project(filename)
+    for line in lines:
+        head = line.split(";", 1)[0].split("@", 1)[0]
+        for sep in ("===", "==", ">=", "<=", "~=", "!=", "<", ">", "[", " "):
+            head = head.split(sep, 1)[0]
+        if _canonical(head.strip()) == project:
+            return line
+    return filename
+
+
+def build_pip_version(python: str = sys.executable, runner: Runner = subprocess.run) -> Tuple[int, ...]:
+    """The version of ``python -m pip`` (bake-plan's own environment's pip by default), as a tuple.
+
+    :raises UsageError: it cannot be run or says no version.
+    """
+    import re
+
+    proc = _run([python, "-m", "pip", "--version"], runner, "pip --version")
+    match = re.match(r"pip (\d+(?:\.\d+)*)", proc.stdout or "")
+    if proc.returncode != 0 or not match:
+        raise UsageError(f"{python} -m pip --version: no pip there ({pip_reason(proc.stderr)}); bake-plan builds "
+                         "sdists with the pip of its own environment: install pip there")
+    return tuple(int(part) for part in match.group(1).split("."))
+
+
+def _build(sdists: Dict[Path, Tuple[str, str]], staging: Path, built: Path, python: str, pip_args: Sequence[str],
+           runner: Runner, counts: Dict[str, int]) -> None:
+    """Build every sdist into a wheel in one ``pip wheel`` run (PEP 517, isolated), with the pip of
+    bake-plan's environment; the wheels built go to ``staging`` even when another sdist fails.
+
+    :raises LockError: that pip is older than :data:`MIN_BUILD_PIP`, or an sdist was not built
+        (the first one's pin, where it was for, and pip's reason).
+    """
+    version = build_pip_version(python, runner)
+    shown = ".".join(map(str, version))
+    first = next(iter(sdists.values()))
+    if version < MIN_BUILD_PIP:
+        raise LockError(f"cannot build a wheel of {first[0]!r} ({first[1]}) from its sdist: the pip of bake-plan's "
+                        f"environment ({python} -m pip) is {shown}, older than "
+                        f"{'.'.join(map(str, MIN_BUILD_PIP))}: `{python} -m pip install -U pip` there")
+    built.mkdir(parents=True, exist_ok=True)
+    argv = [python, "-m", "pip", "--disable-pip-version-check", "wheel", "--no-deps", "--use-pep517",
+            "--wheel-dir", str(built), *pip_args, *[str(path) for path in sdists]]
+    proc = _run(argv, runner, "pip wheel")
+    have = {_canonical(p.name.split("-", 1)[0]) for p in built.glob("*.whl")}
+    for path in sorted(built.glob("*.whl")):
+        if not (staging / path.name).exists():
+            os.replace(path, staging / path.name)
+            counts["built"] += 1
+    missing = [(pin, where) for path, (pin, where) in sdists.items() if _sdist_project(path.name) not in have]
+    if missing or proc.returncode != 0:
+        pin, where = (missing or [first])[0]
+        more = f" (and {counted(len(missing) - 1, 'other pin')})" if len(missing) > 1 else ""
+        raise LockError(f"cannot build a wheel of {pin!r}{more} ({where}) from its sdist with pip {shown} "
+                        f"({python} -m pip): {pip_reason(proc.stderr)}")
+
+
+def _move_in(staging: Path, out: Path, counts: Dict[str, int]) -> None:
+    """Move the wheels of ``staging`` into ``out``: one with the same name and bytes is left as it
+    is (same mtime); every name is checked against ``out``'s record before any wheel is moved."""
+    record = Record(out)
+    moves = []
+    for wheel in sorted(staging.iterdir()):
+        target = out / wheel.name
+        if kind_of(target) == "file" and filecmp.cmp(wheel, target, shallow=False):
+            counts["kept"] += 1
+            continue
+        record.check(wheel.name, "a wheel of the wheelhouse")
+        moves.append(wheel)
+    for wheel in moves:
+        target = out / wheel.name
+        digest = file_sha256(wheel)
+        try:
+            os.replace(wheel, target)
+        except OSError:
+            shutil.move(str(wheel), str(target))
+        record.adopt(wheel.name, digest, "the wheelhouse")
+        counts["added"] += 1
 
 
 def _download(base: List[str], lines: List[str], pinned: bool, staging: Path, tmp: Path, where: str,
               runner: Runner, python: str, pip_args: Sequence[str], counts: Dict[str, int]) -> None:
-    """One ``pip download`` of ``lines``; pinned lines without a wheel are built from their sdist."""
+    """One ``pip download`` of ``lines`` with their dependencies, into ``staging``."""
     if not lines:
         return
-    req = tmp / "requirements.txt"
+    req = tmp / "closure-requirements.txt"
     req.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    argv = base + (["--no-deps"] if pinned else []) + ["-r", str(req)]
-    proc = _run(argv, runner, "pip download")
-    if proc.returncode == 0:
-        return
-    if not pinned:
-        raise LockError(f"pip download failed for {where}: {_last_error(proc.stderr)}")
-    # One pin at a time, so the ones with a wheel come as wheels and the rest are built.
-    for line in lines:
-        req.write_text(line + "\n", encoding="utf-8")
-        if _run(argv, runner, "pip download").returncode == 0:
-            continue
-        sdists = tmp / "sdists"
-        shutil.rmtree(sdists, ignore_errors=True)
-        fetch = [python, "-m", "pip", "--disable-pip-version-check", "download", "--quiet", "--no-deps",
-                 "--no-binary=:all:", "--dest", str(sdists), *pip_args, line]
-        got = _run(fetch, runner, "pip download")
-        if got.returncode != 0:
-            raise LockError(f"pip download failed for {line!r} of {where}: {_last_error(got.stderr)}")
-        build = [python, "-m", "pip", "--disable-pip-version-check", "wheel", "--quiet", "--no-deps",
-                 "--wheel-dir", str(staging), *pip_args, *[str(p) for p in sorted(sdists.iterdir())]]
-        built = _run(build, runner, "pip wheel")
-        if built.returncode != 0:
-            raise LockError(f"cannot build a wheel of {line!r} ({where}): {_last_error(built.stderr)}")
-        counts["built"] += 1
+    proc = _run(base + ["-r", str(req)], runner, "pip download")
+    if proc.returncode != 0:
+        raise LockError(f"pip download failed for {where}: {pip_reason(proc.stderr)}")
 
 
 def marker_environments(python_version: str, platform: str) -> List[Dict[str, str]]:
@@ -335,23 +578,62 @@ def oci_layout(wheelhouse: str) -> str:
     """
     root = Path(wheelhouse)
     layout = root / LAYOUT_DIR
-    wheels = sorted(p for p in root.iterdir() if p.name.endswith(".whl") and p.is_file())
-    listing = [[p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in wheels]
     own_directory(layout / "blobs" / "sha256", root, "the wheelhouse's image layout")
-    record = Record(layout)
-    try:
-        old = json.loads(_read_own(layout / "state.json"))
-        digest = old["digest"]
-        if old["files"] == listing and kind_of(layout / "blobs" / "sha256" / digest.split(":", 1)[1]) == "file":
-            return f"oci-layout://{layout}@{digest}"
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
-        pass
-    try:
-        digest = _write_layout(layout, wheels, record)
-        record.write("state.json", json.dumps({"files": listing, "digest": digest}) + "\n", "the layout's state")
-    except OSError as err:
-        raise OutputError(f"cannot write the wheelhouse's image layout {layout}: {err.strerror or err}") from None
+    with _layout_lock(layout):  # two plans on one wheelhouse: one writes, the other reads what it wrote
+        wheels = sorted(p for p in root.iterdir() if p.name.endswith(".whl") and kind_of(p) == "file")
+        listing = [[p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in wheels]
+        record = Record(layout)
+        try:
+            old = json.loads(_read_own(layout / "state.json"))
+            digest = old["digest"]
+            # read back from the directory: the digest goes into the plan only when it is one, of a
+            # manifest blob bake-plan wrote whose bytes still have that digest
+            if (old["files"] == listing and isinstance(digest, str) and _DIGEST.match(digest)
+                    and record.ours(f"blobs/sha256/{digest[7:]}")
+                    and file_sha256(layout / "blobs" / "sha256" / digest[7:]) == digest):
+                return f"oci-layout://{layout}@{digest}"
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError):
+            pass
+        try:
+            digest = _write_layout(layout, wheels, record)
+            record.write("state.json", json.dumps({"files": listing, "digest": digest}) + "\n", "the layout's state")
+        except OSError as err:
+            raise OutputError(f"cannot write the wheelhouse's image layout {layout}: {err.strerror or err}") from None
     return f"oci-layout://{layout}@{digest}"
+
+
+_DIGEST = __import__("re").compile(r"sha256:[0-9a-f]{64}\Z")
+LOCK_FILE = ".bake-plan.lock"
+"""In the layout: the file two bake-plan runs on one wheelhouse lock (``flock``) while one of them
+reads or writes the layout, so neither finds the other's half-recorded blobs."""
+
+
+@contextlib.contextmanager
+def _layout_lock(layout: Path):
+    """Hold an exclusive ``flock`` on :data:`LOCK_FILE` in ``layout`` (opened without following a
+    link) while the block runs; where ``flock`` is missing, nothing is held.
+
+    :raises OutputError: the lock file cannot be opened (a link, a read-only wheelhouse).
+    """
+    try:
+        import fcntl
+    except ImportError:  # not a POSIX system
+        yield
+        return
+    path = layout / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0), 0o644)
+    except OSError as err:
+        if kind_of(path) == "symbolic link":
+            raise not_ours(path, "symbolic link", "the lock of the wheelhouse's image layout") from None
+        raise OutputError(f"cannot write the wheelhouse's image layout {layout}: {err.strerror or err}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise not_ours(path, "special file", "the lock of the wheelhouse's image layout")
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing it lets the lock go
 
 
 def _read_own(path: Path) -> str:

@@ -10,9 +10,9 @@ import stat
 import sys
 import tempfile
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
-from bake.errors import OutputError, RunError
+from bake.errors import OutputError, RunError, UsageError
 from bake.owned import Record
 from bake.plan.compose import DEFAULT_GROUP, Composition
 from bake.plan.render import read_paths
@@ -254,12 +254,14 @@ def run_build(
     label = f"{', '.join(composition.requested)} build"
     interrupted = run.interrupted
 
-    def report_with(sizes):
-        return _sitrep(composition, label, run, known_secrets, sizes)
+    def report_with(sizes, resolve=lambda ref: None):
+        return _sitrep(composition, label, run, known_secrets, sizes, resolve)
 
-    try:
-        report = report_with(_asked_at_once(report_with, engine.pushed_sizes) if push else lambda ref: {})
-    except KeyboardInterrupt:  # stopped while asking the registry for sizes: report without them
+    try:  # the digests of base images neither buildx's metadata nor its progress gave, then sizes
+        resolve = _asked_at_once(lambda lookup: report_with(lambda ref: {}, lookup), _base_digest, unknown=None)
+        report = report_with(_asked_at_once(lambda lookup: report_with(lookup, resolve), engine.pushed_sizes)
+                             if push else lambda ref: {}, resolve)
+    except KeyboardInterrupt:  # stopped while asking the registry: report without its answers
         interrupted = True
         report = report_with(lambda ref: {})
     with _interrupts_held():
@@ -304,28 +306,46 @@ def _interrupts_held():
 
 SIZE_QUERIES = 8
 """How many pushed images' sizes are asked of the registry at once (each is a docker CLI run)."""
+_NO_SIZES: dict = {}  # what a lookup of sizes gives for a ref it was not asked (never changed)
 
 
-def _asked_at_once(report, fetch):
-    """``fetch`` (``ref`` → sizes, :func:`bake.run.engine.pushed_sizes`) for every ref ``report``
-    (a function of such a lookup) asks for, :data:`SIZE_QUERIES` at a time rather than one after
-    another; :returns: the lookup of the answers. A dry ``report`` first tells which refs."""
+def _asked_at_once(report, fetch, unknown: Any = _NO_SIZES):
+    """``fetch`` (``ref`` → sizes, :func:`bake.run.engine.pushed_sizes`, or any other answer) for
+    every ref ``report`` (a function of such a lookup) asks for, :data:`SIZE_QUERIES` at a time
+    rather than one after another; :returns: the lookup of the answers (``unknown`` for a ref not
+    asked: ``{}``, no sizes). A dry ``report`` first tells which refs."""
     from concurrent.futures import ThreadPoolExecutor
 
     wanted: List[str] = []
-    report(lambda ref: wanted.append(ref) or {})
+    report(lambda ref: wanted.append(ref) or unknown)
+    wanted = list(dict.fromkeys(wanted))
     if not wanted:
-        return lambda ref: {}
+        return lambda ref: unknown
     pool = ThreadPoolExecutor(max_workers=min(SIZE_QUERIES, len(wanted)))
     try:
         answers = dict(zip(wanted, pool.map(fetch, wanted)))
     finally:  # an interrupt does not wait for the questions not yet asked
         pool.shutdown(wait=False, cancel_futures=True)
-    return lambda ref: answers.get(ref, {})
+    return lambda ref: answers.get(ref, unknown)
+
+
+BASE_DIGEST_TIMEOUT_S = 30.0
+"""How long the registry may take to give one base image's digest (:func:`_base_digest`), in seconds."""
+
+
+def _base_digest(ref: str) -> Optional[str]:
+    """The digest ``ref`` resolves to in its registry now (``docker buildx imagetools inspect``,
+    :func:`bake.run.engine.image_digest`), for a base image whose digest the build did not show;
+    ``None`` when the registry does not say (no such image, no answer in time, refused)."""
+    try:
+        return engine.image_digest(ref, BASE_DIGEST_TIMEOUT_S)
+    except (engine.EngineError, RunError, UsageError):
+        return None
 
 
 def _sitrep(composition: Composition, label: str, run: engine.BakeRun, known: Sequence[str],
-            sizes=lambda ref: {}) -> dict:
+            sizes=lambda ref: {}, resolve=lambda ref: None) -> dict:
     return sitrep.make_sitrep(composition.plan, label, run.returncode, run.failed, run.metadata, run.durations,
                               error=run.error, steps=run.steps, failed_steps=run.failed_steps, exported=run.exported,
-                              known=known, sizes=sizes)
+                              known=known, sizes=sizes, transfers=run.transfers, failures=run.failures,
+                              images=run.images, resolve=resolve)

@@ -17,6 +17,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Deque, Dict, List, Optional, Sequence, Tuple
@@ -81,8 +82,14 @@ class BakeRun:
         BuildKit's label names.
     :param exported: targets whose export (and push) finished, with the digest made, as the
         progress showed them: what a run that failed part-way still finished.
-    :param durations: per target, the seconds its build took
+    :param durations: per target, the seconds its build took, within the command's own run
         (:meth:`bake.run.progress.ProgressReader.durations`).
+    :param transfers: per target, the bytes of build context and local named contexts sent to
+        the engine (:meth:`bake.run.progress.ProgressReader.transfers`).
+    :param failures: per target, its failed steps with their last output lines
+        (:meth:`bake.run.progress.ProgressReader.failures`).
+    :param images: per target, the images its build started from as BuildKit named them
+        (:meth:`bake.run.progress.ProgressReader.images`).
     """
 
     returncode: int
@@ -94,6 +101,20 @@ class BakeRun:
     steps: Dict[str, Dict[str, int]] = field(default_factory=dict)
     durations: Dict[str, float] = field(default_factory=dict)
     interrupted: bool = False
+    transfers: Dict[str, int] = field(default_factory=dict)
+    failures: Dict[str, List[dict]] = field(default_factory=dict)
+    images: Dict[str, List[tuple]] = field(default_factory=dict)
+
+
+BAKE_ENV_DROPPED = ("BUILDX_METADATA_PROVENANCE",)
+"""Variables of the caller's environment :func:`bake` does not pass to buildx: set to
+``disabled`` it leaves the base images' provenance out of the metadata file the sitrep reads."""
+
+
+def bake_environment(environ: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """The environment buildx runs in for :func:`bake`: ``environ`` (default this process's)
+    without :data:`BAKE_ENV_DROPPED`."""
+    return {k: v for k, v in (os.environ if environ is None else environ).items() if k not in BAKE_ENV_DROPPED}
 
 
 def bake_command(
@@ -232,14 +253,19 @@ def bake(
     is sent SIGINT so it cancels its builds instead of running on as an orphan, and the run comes
     back with ``interrupted`` set.
 
+    buildx runs in this process's environment without :data:`BAKE_ENV_DROPPED`
+    (:func:`bake_environment`); each target's duration is bounded by the command's own run (the
+    host's clock from start to exit, :meth:`bake.run.progress.ProgressReader.durations`).
+
     :raises EngineError: the docker CLI or its buildx plugin is missing (the build never started).
     """
     progress = ProgressReader(plan, sole_target, console, only_errors=only_errors)
     interrupted = False
     _running(argv)
     try:
+        since = time.time()  # what BuildKit reports from an earlier build is clamped to this run
         proc = subprocess.Popen([DOCKER, *argv], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT)
+                                stderr=subprocess.STDOUT, env=bake_environment())
     except OSError as err:
         raise EngineError(f"the docker CLI was not found: {err}") from None
     text: Deque[str] = collections.deque(maxlen=20)  # buildx's last own lines, for its error
@@ -281,6 +307,7 @@ def bake(
     if returncode and not progress.last_error:
         progress.last_error = last_text_line("".join(text))
 
+    until = time.time()
     progress.finish()
     metadata: Dict[str, dict] = {}
     if metadata_file.is_file():
@@ -290,7 +317,8 @@ def bake(
             metadata = {}
     return BakeRun(returncode=returncode, failed=progress.failed(), metadata=metadata, error=progress.last_error,
                    steps=progress.steps(), failed_steps=progress.failed_steps(), exported=progress.exported(),
-                   durations=progress.durations(), interrupted=interrupted)
+                   durations=progress.durations(since, until), interrupted=interrupted,
+                   transfers=progress.transfers(), failures=progress.failures(), images=progress.images())
 
 
 def print_plan(plan_file: Path, targets: Sequence[str]) -> dict:

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import base64
 import codecs
+import collections
 import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
 from bake.plan.secrets import StreamRedactor, redact
 from bake.plan.text import printable
@@ -53,6 +54,14 @@ _BUILDX_OWN = re.compile(r"(?:\[[^\]]*\] )?(?:\[internal\] load (?:local|remote)
 # Vertices whose errors do not fail a build: a registry cache that does not exist yet.
 _HARMLESS = "importing cache manifest from "
 _CANCELED = "context canceled"
+# An image a build starts from: "[<target> <platform> internal] load metadata for REF" (a FROM,
+# or a docker-image:// named context); a named context's own "[<target> context NAME] REF".
+_LOAD_METADATA = re.compile(r"load metadata for (\S+)$")
+_IMAGE_DIGEST = re.compile(r"(\S+)@(sha256:[0-9a-f]{64})$")
+TAIL_LINES = 20
+"""How many last output lines of a failed step the sitrep keeps (:meth:`ProgressReader.failures`)."""
+TAIL_BYTES = 4096
+"""How many bytes (UTF-8) those lines may hold together at most; the newest are kept."""
 NO_CACHE_YET = "no cache there yet"
 """What the console says of a ``cache-from`` ref the registry does not have (a first build):
 BuildKit's ``failed to configure registry cache importer: REF: not found`` is no failure."""
@@ -72,9 +81,13 @@ class Vertex:
         ending ``i/n``); ``None`` for every other vertex (context loads, exports, cache imports).
     :param cached: BuildKit said it came from its cache.
     :param started: first start, seconds since the epoch; ``completed``: end of that run.
+    :param ran_from: the first start BuildKit reported without ``cached`` (a run, not a cache
+        hit), ``None`` when every report of it was cached.
     :param error: BuildKit's error text, ``""`` when none.
     :param layers: it transferred image layers (statuses ``sha256:…``): a pull, or a result
         fetched from a registry cache.
+    :param tail: its last output lines (stdout and stderr of a ``RUN``), blank lines left out,
+        at most :data:`TAIL_LINES`, each cut to :data:`TAIL_BYTES` characters.
     """
 
     digest: str
@@ -87,9 +100,11 @@ class Vertex:
     cached: bool = False
     started: Optional[float] = None
     completed: Optional[float] = None
+    ran_from: Optional[float] = None
     error: str = ""
     layers: bool = False
     statuses: Dict[str, dict] = field(default_factory=dict)
+    tail: Deque[str] = field(default_factory=lambda: collections.deque(maxlen=TAIL_LINES))
     _shown: bool = field(default=False, repr=False)  # header printed
     _done: bool = field(default=False, repr=False)  # end printed
 
@@ -100,6 +115,28 @@ class Vertex:
         if self.started is None or self.completed is None:
             return None
         return round(max(0.0, self.completed - self.started), 6)
+
+    @property
+    def sent_bytes(self) -> int:
+        """Bytes the client sent the engine for this vertex: the last ``current`` of each
+        ``transferring NAME:`` status (the build context, a local named context, its
+        ``.dockerignore``), not the Dockerfile's (``transferring dockerfile:``). BuildKit sends
+        only what changed since the engine last saw the directory, and a few bytes of file
+        metadata even then."""
+        return sum(int(event.get("current") or 0) for status_id, event in self.statuses.items()
+                   if status_id.startswith("transferring ") and status_id != "transferring dockerfile:")
+
+    def output(self) -> List[str]:
+        """Its last output lines, oldest first: at most :data:`TAIL_LINES`, together at most
+        :data:`TAIL_BYTES` bytes (the newest kept)."""
+        out: List[str] = []
+        size = 0
+        for line in reversed(self.tail):
+            size += len(line.encode("utf-8", errors="replace")) + 1
+            if out and size > TAIL_BYTES:
+                break
+            out.append(line)
+        return out[::-1]
 
     @property
     def was_cached(self) -> bool:
@@ -210,6 +247,8 @@ class ProgressReader:
         started, completed = _seconds(event.get("started")), _seconds(event.get("completed"))
         if vertex.started is None and started is not None:
             vertex.started = started
+        if started is not None and not event.get("cached") and (vertex.ran_from is None or started < vertex.ran_from):
+            vertex.ran_from = started
         if vertex.completed is None and completed is not None:
             vertex.started, vertex.completed = started if started is not None else vertex.started, completed
         error = event.get("error") or ""
@@ -254,9 +293,17 @@ class ProgressReader:
         vertex.statuses[status_id] = event
         if status_id.startswith("sha256:"):
             vertex.layers = True
-        if event.get("completed") and not seen.get("completed") and not vertex._done:
+        # A context's transfer is shown even after its vertex's end: BuildKit reports the vertex
+        # done once before the transfer starts.
+        transfer = status_id.startswith("transferring ")
+        if event.get("completed") and not seen.get("completed") and (transfer or not vertex._done):
             total = event.get("total")
-            size = f" {_size(event.get('current') or 0)} / {_size(total)}" if total else ""
+            if total:
+                size = f" {_size(event.get('current') or 0)} / {_size(total)}"
+            elif transfer:  # "#5 transferring context: 38B done", as plain progress
+                size = f" {_size(event.get('current') or 0)}"
+            else:
+                size = ""
             self._show(vertex, f"{status_id}{size} done")
 
     def _log(self, event: dict) -> None:
@@ -265,12 +312,14 @@ class ProgressReader:
         text = self._partial.pop(key, "") + _b64(event.get("data"))
         *lines, rest = text.split("\n")
         for line in lines:
+            _keep(vertex, line)
             self._show(vertex, line)
         if rest:
             self._partial[key] = rest
 
     def _flush_logs(self) -> None:
         for (digest, _), rest in list(self._partial.items()):
+            _keep(self.vertices[digest], rest)
             self._show(self.vertices[digest], rest)
         self._partial.clear()
 
@@ -317,6 +366,21 @@ class ProgressReader:
         return [o for o in owners if not any(o != other and o in dependents(self.plan, {other}) for other in owners)] \
             or vertex.labels[:1]
 
+    def owner(self, vertex: Vertex) -> Optional[str]:
+        """The one target a vertex is counted under: of its :meth:`owners` (the ancestor-most
+        targets whose builds hold it), the first in the plan's order of targets; ``None`` for
+        buildx's own vertices. BuildKit runs a vertex shared by several builds once, so it is
+        counted once: two unrelated targets with an identical step count it under the first.
+        Any other vertex (a context's transfer) is counted under the first in the plan's order
+        of the targets that reported it."""
+        owners = self.owners(vertex)
+        if vertex.instruction is None and self.plan is not None:
+            owners = [label for label in vertex.labels if label in self.plan["target"]] or owners
+        if not owners:
+            return None
+        order = {name: i for i, name in enumerate(self.plan["target"])} if self.plan is not None else {}
+        return min(owners, key=lambda name: (order.get(name, len(order)), owners.index(name)))
+
     def records(self) -> Dict[str, List[Vertex]]:
         """Per target, the vertices that belong to it (:meth:`owners`), in order of appearance."""
         out: Dict[str, List[Vertex]] = {}
@@ -326,14 +390,62 @@ class ProgressReader:
         return out
 
     def steps(self) -> Dict[str, Dict[str, int]]:
-        """``{target: {"cached": n, "run": m}}``: each Dockerfile step that started, once, under
-        the target it belongs to (:attr:`Vertex.was_cached`)."""
+        """``{target: {"cached": n, "run": m}}``: each Dockerfile step that started (a distinct
+        vertex digest), once, under the one target it is counted under (:meth:`owner`), as cached
+        or run (:attr:`Vertex.was_cached`). The counts of all targets add up to the number of
+        distinct Dockerfile-step vertices BuildKit reported."""
         out: Dict[str, Dict[str, int]] = {}
+        for vertex in self.vertices.values():
+            if vertex.instruction is None or (vertex.started is None and not vertex.cached):
+                continue
+            target = self.owner(vertex)
+            if target is None:
+                continue
+            seen = out.setdefault(target, {"cached": 0, "run": 0})
+            seen["cached" if vertex.was_cached else "run"] += 1
+        return out
+
+    def transfers(self) -> Dict[str, int]:
+        """``{target: bytes}``: the bytes of the build context and local named contexts the client
+        sent the engine (:attr:`Vertex.sent_bytes`), each transfer once, under the target it is
+        counted under (:meth:`owner`); every target that reported a transfer, 0 included."""
+        out: Dict[str, int] = {}
+        for vertex in self.vertices.values():
+            if not any(s.startswith("transferring ") and s != "transferring dockerfile:" for s in vertex.statuses):
+                continue
+            target = self.owner(vertex)
+            if target is not None:
+                out[target] = out.get(target, 0) + vertex.sent_bytes
+        return out
+
+    def failures(self) -> Dict[str, List[dict]]:
+        """``{target: [step, …]}``: each Dockerfile step that failed, under each target it belongs
+        to (:meth:`owners`), as ``{"platform": "linux/arm64" or None, "stage": Dockerfile stage or
+        None, "step": the instruction, "error": BuildKit's error, "output": its last output lines
+        (:meth:`Vertex.output`)}``."""
+        out: Dict[str, List[dict]] = {}
         for target, vertices in self.records().items():
-            counted = [v for v in vertices if v.instruction is not None and (v.started is not None or v.cached)]
-            if counted:
-                cached = sum(v.was_cached for v in counted)
-                out[target] = {"cached": cached, "run": len(counted) - cached}
+            for v in vertices:
+                if v.failed and v.instruction is not None:
+                    out.setdefault(target, []).append({"platform": v.platform, "stage": v.stage, "step": v.instruction,
+                                                       "error": v.error, "output": v.output()})
+        return out
+
+    def images(self) -> Dict[str, List[Tuple[str, Optional[str], Optional[str]]]]:
+        """``{target: [(image, platform or None, digest or None), …]}``: the images the builds
+        started from, as BuildKit named them: ``[… internal] load metadata for REF`` (a ``FROM`` or
+        a ``docker-image://`` named context), a ``FROM REF@sha256:…`` step (the digest BuildKit
+        resolved REF to), a named context's own ``[T context NAME] REF`` vertex. Under every
+        target that reported the vertex (its build holds the image); the platform is the label's
+        (``None`` when the label shows none: one platform, or a named context)."""
+        out: Dict[str, List[Tuple[str, Optional[str], Optional[str]]]] = {}
+        for vertex in self.vertices.values():
+            found = _image_of(vertex)
+            if found is None:
+                continue
+            for target in vertex.labels:
+                if found not in out.setdefault(target, []):
+                    out[target].append(found)
         return out
 
     def failed(self) -> List[str]:
@@ -353,20 +465,35 @@ class ProgressReader:
             out += [(target, v.stage, v.instruction) for v in vertices if v.failed and v.instruction is not None]
         return list(dict.fromkeys(out))
 
-    def durations(self) -> Dict[str, float]:
+    def durations(self, since: Optional[float] = None, until: Optional[float] = None) -> Dict[str, float]:
         """``{target: seconds}``: from the first vertex of the target's build starting to the last
-        one completing, as BuildKit timed them. Every vertex reported under the target's name
-        counts, so the steps it shares with the targets it builds on do, as in BuildKit's record of
-        the build (``docker buildx history``); buildx's own vertices around the builds do not
-        (a one-target bake reports them under its name). A target none of whose vertices
-        completed is left out."""
+        one completing, as BuildKit timed them, within this command. Every vertex reported under
+        the target's name counts, so the steps it shares with the targets it builds on do, as in
+        BuildKit's record of the build (``docker buildx history``); buildx's own vertices around
+        the builds do not (a one-target bake reports them under its name). A target none of whose
+        vertices completed is left out.
+
+        BuildKit gives a vertex another build already resolved (a result from its cache, or a
+        step a concurrent build on the same engine is running) with that build's times, which
+        may be minutes before this command. So a cached report's ``started`` is not a start (a
+        vertex only ever reported cached counts from its completion), and every time is clamped
+        to ``[since, until]`` (seconds since the epoch, this host's clock: when the command
+        started and ended; BuildKit's clock is taken to agree): no duration is longer than the
+        command.
+        """
         spans: Dict[str, List[float]] = {}
         for vertex in self.vertices.values():
             if vertex.started is None or vertex.completed is None or _BUILDX_OWN.fullmatch(vertex.name):
                 continue
+            end = vertex.completed
+            start = end if vertex.ran_from is None else min(vertex.ran_from, end)
+            if since is not None:
+                start, end = max(start, since), max(end, since)
+            if until is not None:
+                start, end = min(start, until), min(end, until)
             for target in vertex.labels:
-                span = spans.setdefault(target, [vertex.started, vertex.completed])
-                span[0], span[1] = min(span[0], vertex.started), max(span[1], vertex.completed)
+                span = spans.setdefault(target, [start, end])
+                span[0], span[1] = min(span[0], start), max(span[1], end)
         return {target: max(0.0, end - start) for target, (start, end) in spans.items()}
 
     def exported(self) -> Dict[str, Optional[str]]:
@@ -573,6 +700,41 @@ def last_text_line(text: str) -> str:
     """The last line of buildx's stderr that is not a JSON status (``""`` when there is none)."""
     lines = [line for line in text.strip().splitlines() if line.strip() and not line.startswith("{")]
     return lines[-1] if lines else ""
+
+
+_PLATFORM = re.compile(r"(?:linux|windows|darwin|freebsd)/[a-z0-9_]+(?:/v\d+)?")
+
+
+def _image_of(vertex: Vertex) -> Optional[Tuple[str, Optional[str], Optional[str]]]:
+    """``(image, platform or None, digest or None)`` of a vertex that names an image a build starts
+    from (:meth:`ProgressReader.images`), else ``None``."""
+    match = _NAME.match(vertex.name)
+    if not match:
+        return None
+    tokens, rest = match.group(1).split(), match.group(2).strip()
+    platform = next((t for t in tokens if _PLATFORM.fullmatch(t)), None)
+    if vertex.instruction is not None:
+        words = vertex.instruction.split()
+        ref = words[1] if len(words) > 1 and words[0].upper() == "FROM" else ""
+        pinned = _IMAGE_DIGEST.fullmatch(ref)
+        return (pinned.group(1), vertex.platform, pinned.group(2)) if pinned else None
+    loaded = _LOAD_METADATA.fullmatch(rest)
+    if loaded and ("internal" in tokens or "context" in tokens):
+        ref = loaded.group(1)
+    elif "context" in tokens and rest and " " not in rest:
+        ref = rest  # a docker-image:// named context's own source vertex
+    else:
+        return None
+    pinned = _IMAGE_DIGEST.fullmatch(ref)
+    return (pinned.group(1), platform, pinned.group(2)) if pinned else (ref, platform, None)
+
+
+def _keep(vertex: Vertex, line: str) -> None:
+    """Keep a log line of ``vertex`` for :meth:`Vertex.output` (not a blank one), cut to
+    :data:`TAIL_BYTES` bytes."""
+    line = line.rstrip("\r")
+    if line.strip():
+        vertex.tail.append(line.encode("utf-8")[:TAIL_BYTES].decode("utf-8", errors="ignore"))
 
 
 def _end(vertex: Vertex) -> str:

@@ -103,14 +103,22 @@ def _sizes(target: dict, entry: dict, sizes: Callable[[str], Dict[str, int]]) ->
     return found
 
 
-def base_images(meta: dict, tools: Sequence[str] = ()) -> List[dict]:
+def base_images(meta: dict, tools: Sequence[str] = (), seen: Sequence[tuple] = (), platforms: Sequence[str] = (),
+                resolve: Callable[[str], Optional[str]] = lambda ref: None) -> List[dict]:
     """The images a target's build started from, with the digest BuildKit resolved for each:
     ``[{"image": "localhost:5555/stand-in/busybox:latest", "platform": "linux/amd64",
-    "digest": "sha256:…"}]``, from the SLSA provenance buildx puts in its metadata file
-    (``buildx.build.provenance``, or ``buildx.build.provenance/<platform>`` per platform; its
-    ``materials`` are package URLs ``pkg:docker/<name>@<tag>?platform=…``). Empty when buildx
-    recorded no provenance. ``tools``: normalised images BuildKit pulled to run, not to build on
-    (the SBOM generator, :func:`bake.plan.compose.sbom_generators`), left out."""
+    "digest": "sha256:…"}]``, one per image and platform.
+
+    First from the SLSA provenance buildx puts in its metadata file (``buildx.build.provenance``,
+    or ``buildx.build.provenance/<platform>`` per platform; its ``materials`` are package URLs
+    ``pkg:docker/<name>@<tag>?platform=…``), which buildx leaves out of a multi-platform build
+    and of any build under ``BUILDX_METADATA_PROVENANCE=disabled``; then from BuildKit's progress
+    (``seen``: ``(image, platform or None, digest or None)``,
+    :meth:`bake.run.progress.ProgressReader.images`): the digest of a ``FROM REF@sha256:…`` step,
+    else ``resolve(image)`` (the registry's digest of it now, ``None`` when unknown). An image
+    seen without a platform stands for each of ``platforms`` (the target's). ``tools``:
+    normalised images BuildKit pulled to run, not to build on (the SBOM generator,
+    :func:`bake.plan.compose.sbom_generators`), left out."""
     out = []
     for key, provenance in sorted(meta.items()):
         if not key.startswith("buildx.build.provenance") or not isinstance(provenance, dict):
@@ -126,7 +134,24 @@ def base_images(meta: dict, tools: Sequence[str] = ()) -> List[dict]:
                      "digest": f"sha256:{digest}"}
             if entry not in out and not _is_one_of(entry["image"], tools):
                 out.append(entry)
+    have = {(_spelling(e["image"]), e["platform"]) for e in out}
+    for image, platform, digest in sorted(seen, key=lambda found: found[2] is None):  # pinned ones first
+        if _is_one_of(image, tools):
+            continue
+        for one in [platform] if platform else (list(platforms) or [None]):
+            if (_spelling(image), one) in have:
+                continue
+            have.add((_spelling(image), one))
+            out.append({"image": image, "platform": one, "digest": digest or resolve(image)})
     return out
+
+
+def _spelling(image: str) -> str:
+    """One spelling per image (:func:`bake.plan.names.normalise_reference`), else as it is."""
+    try:
+        return normalise_reference(image)
+    except ValueError:
+        return image
 
 
 def _is_one_of(image: str, normalised: Sequence[str]) -> bool:
@@ -149,6 +174,10 @@ def make_sitrep(
     exported: Optional[Dict[str, Optional[str]]] = None,
     known: Sequence[str] = (),
     sizes: Callable[[str], Dict[str, int]] = lambda ref: {},
+    transfers: Optional[Dict[str, int]] = None,
+    failures: Optional[Dict[str, List[dict]]] = None,
+    images: Optional[Dict[str, List[tuple]]] = None,
+    resolve: Callable[[str], Optional[str]] = lambda ref: None,
 ) -> dict:
     """Build the sitrep of one bake run.
 
@@ -166,6 +195,15 @@ def make_sitrep(
     :param sizes: ``repo@digest`` of a pushed image → its compressed size in bytes per platform
         (``""`` for a single-platform image); the default knows none (nothing was pushed).
     :param known: the current values of the build's secrets, redacted wherever they appear.
+    :param transfers: per target, bytes of context sent to the engine
+        (:meth:`bake.run.progress.ProgressReader.transfers`) → ``context_bytes``; ``None``: not
+        read (every ``context_bytes`` is ``None``).
+    :param failures: per target, its failed steps with their last output lines
+        (:meth:`bake.run.progress.ProgressReader.failures`) → ``failed_steps``.
+    :param images: per target, the images BuildKit's progress showed its build starting from
+        (:meth:`bake.run.progress.ProgressReader.images`), for :func:`base_images`.
+    :param resolve: an image reference → its registry's digest now, or ``None``: for an image
+        whose digest neither the metadata nor the progress gave (:func:`base_images`).
     :returns: the ``sitrep.json`` content; ``outcome`` is ``fail`` when buildx failed or any
         target did not build. A target ``fail``s when it, or a target it builds on, failed; a
         target buildx cancelled because another one failed is ``not built``. ``error`` is
@@ -186,11 +224,14 @@ def make_sitrep(
             "outcome": PASS if meta else (FAIL if name in broken else NOT_BUILT),
             "platforms": list(target.get("platforms", [])),
             "tags": tags_of(target, meta),
-            "base_images": base_images(meta, sbom_generators(target)),
+            "base_images": base_images(meta, sbom_generators(target), (images or {}).get(name, ()),
+                                       target.get("platforms", ()), resolve),
             "digest": meta.get("containerimage.digest"),
             "duration_s": None,
             "steps_cached": None,
             "steps_run": None,
+            "context_bytes": None if transfers is None else transfers.get(name, 0),
+            "failed_steps": list((failures or {}).get(name, ())),
         }
         entry["size_bytes"] = _sizes(target, entry, sizes)
         if name in durations and entry["outcome"] != NOT_BUILT:  # steps buildx cancelled are no build time
@@ -239,25 +280,53 @@ def badge(sitrep: dict) -> dict:
 
 
 def markdown(sitrep: dict) -> str:
-    """A Markdown summary: the outcome line and one table row per target, then the image tests
+    """A Markdown summary: the outcome line and one table row per target, the last output lines
+    of each failed step (:func:`failed_steps_markdown`), then the image tests
     (:func:`tests_markdown`) when the sitrep has them."""
     icon = {PASS: "✅", INTERRUPTED: "⏹️"}.get(sitrep["outcome"], "❌")
     lines: List[str] = [f"## {icon} {sitrep['summary']}", ""]
     if sitrep["targets"] or "tests" not in sitrep:
-        lines += ["| target | outcome | digest | seconds | steps cached | steps run | tags |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += ["| target | outcome | digest | seconds | steps cached | steps run | context sent | tags |",
+                  "|---|---|---|---|---|---|---|---|"]
     for name, t in sitrep["targets"].items():
         digest = (t["digest"] or "")[:19]
         cells = [f"`{name}`", t["outcome"], f"`{digest}`" if digest else "",
                  _num(t["duration_s"]), _num(t["steps_cached"]), _num(t["steps_run"]),
-                 "<br>".join(f"`{tag}`" for tag in t["tags"])]
+                 _bytes(t.get("context_bytes")), "<br>".join(f"`{tag}`" for tag in t["tags"])]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += failed_steps_markdown(sitrep["targets"])
     text = "\n".join(lines) + "\n"
     return text + "\n" + tests_markdown(sitrep["tests"]) if "tests" in sitrep else text
 
 
 def _num(value) -> str:
     return "" if value is None else str(value)
+
+
+def _bytes(value) -> str:
+    """A byte count as buildx shows one (decimal units: ``38 B``, ``1.20 MB``); ``""`` for none."""
+    if value is None:
+        return ""
+    for unit in ("B", "kB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.2f} {unit}"
+        value /= 1000
+    return ""  # pragma: no cover
+
+
+def failed_steps_markdown(targets: Dict[str, dict]) -> List[str]:
+    """Markdown lines for each target's failed steps (``failed_steps``): a collapsible block
+    naming the target, platform and step, with BuildKit's error and the step's last output lines
+    in a fenced block (a fence longer than any run of backticks in them)."""
+    lines: List[str] = []
+    for name, t in targets.items():
+        for step in t.get("failed_steps") or ():
+            body = [*step.get("output", []), step.get("error", "")]
+            fence = "`" * max(3, 1 + max((len(run) for line in body for run in re.findall(r"`+", line)), default=0))
+            where = " ".join(w for w in (name, step.get("platform") or "", step.get("stage") or "") if w)
+            lines += ["", f"<details open><summary>{_html(where)}: <code>{_html(clipped(step['step'], 200))}</code> "
+                      "failed</summary>", "", fence, *body, fence, "", "</details>"]
+    return lines
 
 
 def to_json(data: dict) -> str:
