@@ -157,6 +157,15 @@ def _lock_arguments() -> argparse.ArgumentParser:
                            "Python the stage declares (python = \"3.10\") on each arch, with no such interpreter "
                            "needed; for a stage that declares none, the Python running bake-plan")
     _pip_index_arguments(lock.add_argument_group("passed to the resolver (uv pip compile)"))
+    image = lock.add_argument_group("--in-image: lock in the images (bake.run.image_lock)")
+    image.add_argument("--in-image", action="store_true",
+                       help="build each target's meal kit chain and run its final stage's pip-compile in it, "
+                            "so lines its Dockerfiles write at build time (a wheel built in the image: "
+                            "name @ file:///opt/...whl) are locked as in-image paths")
+    image.add_argument("--wheelhouse", metavar="DIR",
+                       help="with --in-image: a directory of wheels pip in the build installs from (no index)")
+    _base_image_argument(image)
+    image.add_argument("--builder", help="with --in-image: buildx builder instance to use")
     return lock
 
 
@@ -370,7 +379,8 @@ HELP = {
              "The requirement lines of each target and its ancestors become <locks>/<target>.txt,\n"
              "which `bake-plan build --locked` installs exactly.",
              ["bake-plan lock --target upstream-pax",
-              "bake-plan lock --target jax --platform linux/arm64 --locks-dir locks -f ./wheels"]),
+              "bake-plan lock --target jax --platform linux/arm64 --locks-dir locks -f ./wheels",
+              "bake-plan lock --in-image --target upstream-pax --wheelhouse ./wheels"]),
     "wheelhouse": ("Download the wheels the chain's build needs.\n"
                    "For the image's Python and each platform, into a directory that --wheelhouse then\n"
                    "sends to the build, whose pip installs from it alone.",

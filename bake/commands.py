@@ -389,6 +389,8 @@ def lock(settings: Settings) -> int:
     if settings.python is not None:  # a --python that is no interpreter is said before any checkout
         python_version(settings.python)
     composition = compose(settings)
+    if settings.in_image:
+        return _lock_in_image(settings, composition)
     # git-clone sources' -e file:///opt/<src> lines resolve from host checkouts (host_paths).
     for made in prepare_checkouts(composition.chain):
         print(f"bake-plan: checked out {made}", file=_informing(settings, sys.stderr))
@@ -415,7 +417,49 @@ def lock(settings: Settings) -> int:
         print(f"bake-plan: wrote {path}: {counted(pins, 'pinned requirement')} for {spec.describe()}")
         if not spec.lines:
             print(f"bake-plan: note: the stages of '{spec.target}' declare no requirement lines; "
-                  "lines their Dockerfiles write at build time are not seen on the host", file=sys.stderr)
+                  "lines their Dockerfiles write at build time are not seen on the host "
+                  "(`bake-plan lock --in-image` locks them)", file=sys.stderr)
+    return 0
+
+
+def _lock_in_image(settings: Settings, composition: Composition) -> int:
+    """``bake-plan lock --in-image``: build each requested stage's meal kit chain and run its final
+    stage's compile in it (:mod:`bake.run.image_lock`), then write the locks with the host lock's
+    header (:mod:`bake.pip.image_lock`), all or none. :returns: 0.
+
+    :raises bake.errors.LockError: a compile failed in an image (its error line, the failed steps).
+    :raises bake.run.engine.EngineError: no engine or buildx to build with.
+    """
+    from bake.pip.image_lock import lock_texts
+    from bake.pip.lock import lock_specs, write_locks
+    from bake.run.engine import EngineProbe, require_buildx_plugin, show_commands
+    from bake.run.image_lock import compile_in_images
+
+    show_commands(_tracing(settings))
+    specs = [spec for name in composition.requested for spec in lock_specs(composition, name)]
+    wanted: dict = {}
+    for spec in specs:
+        wanted.setdefault(spec.target, []).extend(p for p in spec.platforms if p not in wanted.get(spec.target, []))
+    informing = _informing(settings, sys.stderr)
+    for name, platforms in wanted.items():
+        print(f"bake-plan: locking '{name}' in its image ({', '.join(platforms)}): building its meal kits and "
+              "running its final stage's pip-compile", file=informing)
+    probe = EngineProbe()
+    try:
+        probe.answered()
+        buildx = probe.buildx()
+        if buildx is None:
+            require_buildx_plugin()
+    finally:
+        probe.close()
+    compiled = compile_in_images(composition.plan, wanted, builder=settings.builder,
+                                 console=lambda line: informing.write(line), buildx=buildx)
+    results = lock_texts(specs, {stage: {p: (c.body, c.python) for p, c in by.items()}
+                                 for stage, by in compiled.items()})
+    for path, (spec, text) in zip(write_locks(results, Path(settings.locks_dir)), results):
+        pins = sum(1 for row in text.splitlines() if row and not row[0].isspace() and not row.startswith(("#", "-")))
+        print(f"bake-plan: wrote {path}: {counted(pins, 'pinned requirement')} for {spec.describe()}, "
+              "compiled in the image")
     return 0
 
 

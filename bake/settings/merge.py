@@ -201,6 +201,7 @@ class Settings:
     wheelhouse: Optional[str] = None
     python_version: Optional[str] = None
     local: bool = False  # test: the engine's image store, not the registry
+    in_image: bool = False  # lock --in-image: compile in the meal kits (bake.run.image_lock)
     lint: bool = False  # build --lint: lint the chain's Dockerfiles first
     verbosity: int = 0
     progress: str = "auto"
@@ -230,7 +231,7 @@ class Settings:
             cache_branch=self.cache_branch, from_registry=self.from_registry, digests=dict(self.digests),
             parents=dict(self.parents),
             secrets=self.secrets, not_secret=self.not_secret, per_arch=per_arch,
-            wheelhouse=self.wheelhouse if self.command in WHEELHOUSE_COMMANDS else None,
+            wheelhouse=self.wheelhouse if self.command in WHEELHOUSE_COMMANDS or self.in_image else None,
             attest=attestations(self["provenance"], self["sbom-generator"] if self["sbom"] else None),
             # `build --load` pushes nothing: no registry is known to be there for cache-to.
             cache_to=not (self.command == "build" and self.load and not self.push),
@@ -298,7 +299,9 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
     if provenance["sbom-generator"].source == FLAGS["sbom-generator"] and not provenance["sbom"].value:
         raise UsageError("--sbom-generator is only used with an SBOM: add --sbom (or sbom = true in the configuration)")
     wheelhouse = provenance["wheelhouse"].value
-    if wheelhouse is not None and command in WHEELHOUSE_COMMANDS:
+    if command == "lock":
+        _lock_in_image_flags(given)
+    if wheelhouse is not None and (command in WHEELHOUSE_COMMANDS or flag("in_image")):
         source = provenance["wheelhouse"].source
         wheelhouse = values.existing_wheelhouse(
             wheelhouse, source if source.startswith(("--", "env ")) else f"{source}: wheelhouse")
@@ -336,7 +339,7 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
         pip_args=_pip_args(given), wheelhouse=wheelhouse,
         python_version=values.python_version(flag("python_version"), "--python-version")
         if flag("python_version") is not None else None,
-        local=bool(flag("local")), lint=bool(flag("lint")),
+        local=bool(flag("local")), lint=bool(flag("lint")), in_image=bool(flag("in_image")),
         verbosity=verbosity, progress=_progress(provenance["progress"], verbosity),
     )
 
@@ -519,6 +522,26 @@ def _overrides(file: Optional[FileConfig]) -> Tuple[StageOverride, ...]:
         )
         for name, table in file.data.get("stages", {}).items()
     )
+
+
+def _lock_in_image_flags(given: Mapping[str, Any]) -> None:
+    """``lock``: the build's flags only with ``--in-image``, and the resolver's index flags only without.
+
+    :raises UsageError: one line naming the flag.
+    """
+    build_flags = [name for name, key in (("--wheelhouse", "wheelhouse"), ("--base-image", "base_image"),
+                                          ("--builder", "builder")) if given.get(key)]
+    if build_flags and not given.get("in_image"):
+        raise UsageError(f"lock: {build_flags[0]} is for the build of `lock --in-image`: add --in-image "
+                         "(or drop it)")
+    index_flags = [name for name, key in (("--index-url", "index_url"), ("--extra-index-url", "extra_index_url"),
+                                          ("--find-links", "find_links"), ("--no-index", "no_index"),
+                                          ("--trusted-host", "trusted_host"), ("--python", "python"))
+                   if given.get(key)]
+    if index_flags and given.get("in_image"):
+        raise UsageError(f"lock --in-image: {index_flags[0]} is for the host's resolver; the image's pip-compile "
+                         "uses the image's Python and the stages' pip settings (give --wheelhouse DIR for wheels "
+                         "from a directory)")
 
 
 def _blocked_plugins(provenance: Mapping[str, Setting], installed: Sequence[str]) -> List[str]:

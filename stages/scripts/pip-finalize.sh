@@ -32,6 +32,12 @@
 # (default /opt/pip-lock), BAKE_ARCH (the arch of requirements-<arch>.lock, default
 # from uname -m: x86_64 -> amd64, aarch64 -> arm64). BAKE_PIP_LOCKED=1 (a build arg a --locked
 # plan sets on final targets): fail unless a pre-made lock is there.
+#
+# BAKE_PIP_COMPILE_ONLY=DIR (what `bake-plan lock --in-image` runs in the meal kit): compile as
+# an unlocked build does, whatever lock is there, write DIR/requirements.txt (the compiled lock)
+# and DIR/python (the image's Python, e.g. 3.11.2), and stop: nothing is synced. So a line a
+# Dockerfile wrote at build time (`name @ file:///opt/…/name-1.0-py3-none-any.whl`, a wheel
+# built in the image) is locked by the image's own pip-compile, as its in-image path.
 set -euo pipefail
 
 pip_tools_d="${BAKE_PIP_TOOLS_D:-/opt/pip-tools.d}"
@@ -68,7 +74,10 @@ if [ -z "$arch" ]; then
   esac
 fi
 premade=""
-if [ -f "${pip_lock_dir}/requirements-${arch}.lock" ]; then
+compile_only="${BAKE_PIP_COMPILE_ONLY:-}"
+if [ -n "$compile_only" ]; then
+  : # a compile for `bake-plan lock --in-image`: no pre-made lock is read
+elif [ -f "${pip_lock_dir}/requirements-${arch}.lock" ]; then
   premade="${pip_lock_dir}/requirements-${arch}.lock"
 elif [ -f "${pip_lock_dir}/requirements.lock" ]; then
   premade="${pip_lock_dir}/requirements.lock"
@@ -77,9 +86,11 @@ elif [ -n "$(find "$pip_lock_dir" -maxdepth 1 -name 'requirements-*.lock' 2>/dev
 fi
 # First things first: a --locked build (BAKE_PIP_LOCKED=1, set by bake-plan) must have its
 # lock mounted, and a lock made for another Python than this image's is refused.
-if [ "${BAKE_PIP_LOCKED:-}" = 1 ] && [ -z "$premade" ] && [ ! -f "$lock" ]; then
+if [ -z "$compile_only" ] && [ "${BAKE_PIP_LOCKED:-}" = 1 ] && [ -z "$premade" ] && [ ! -f "$lock" ]; then
   die "a --locked build (BAKE_PIP_LOCKED=1) but no lock in ${pip_lock_dir}: the final stage must mount the pip-lock context (RUN --mount=type=bind,from=pip-lock,target=${pip_lock_dir} bake-pip-finalize)"
 fi
+# The target stage a lock was made for (its header), for the hint of a lock that does not cover a line.
+lock_target="$(sed -n 's/^# bake-plan target: //p' "${premade:-$lock}" 2>/dev/null | head -n 1 || true)"
 lock_python="$(sed -n 's/^# bake-plan python: //p' "${premade:-/dev/null}" 2>/dev/null | head -n 1)"
 if [ -n "$lock_python" ]; then
   image_python="$("$target_python" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true)"
@@ -130,7 +141,7 @@ check_lock_covers() {
     ins+=("$f")
   done < <(LC_ALL=C find "$pip_tools_d" -maxdepth 1 -name 'requirements-*.in' -type f | LC_ALL=C sort)
   [ "${#ins[@]}" -gt 0 ] || return 0
-  "$python" - "$lock" "${ins[@]}" <<'PY' || die "the pre-made lock does not match this image's requirements (remake it: bake-plan lock)"
+  "$python" - "$lock" "$lock_target" "${ins[@]}" <<'PY' || die "the pre-made lock does not match this image's requirements"
 import re, sys
 try:
     from packaging.requirements import InvalidRequirement, Requirement
@@ -158,8 +169,9 @@ def parse(line):
     except InvalidRequirement:
         return None
 
-lock_path, ins = sys.argv[1], sys.argv[2:]
+lock_path, target, ins = sys.argv[1], sys.argv[2], sys.argv[3:]
 pins, urls, editables = {}, {}, set()
+in_image = 0  # problems with a URL line (a wheel built in the image), which a host lock never sees
 for _, line in logical_lines(lock_path):
     if editable(line):
         editables.add(editable(line))
@@ -187,8 +199,16 @@ for path in ins:
         name = canonicalize_name(req.name)
         if name not in pins:
             problems.append(f"{where}: not in the lock")
+            in_image += bool(req.url)
         elif req.url and urls[name] and req.url != urls[name]:
             problems.append(f"{where}: the lock has {urls[name]}")
+            in_image += 1
+        elif req.url and not urls[name]:
+            # A wheel (or checkout) the meal kit put in the image: a lock that pins the name from
+            # the index would install the index's release instead of it.
+            pin = f"{name}=={pins[name]}" if pins[name] else name
+            problems.append(f"{where}: the lock pins {pin} from the index, not this URL")
+            in_image += 1
         elif pins[name] and str(req.specifier):
             try:
                 if not req.specifier.contains(Version(pins[name]), prereleases=True):
@@ -197,6 +217,13 @@ for path in ins:
                 pass
 for problem in problems:
     print(f"bake-pip-finalize: {problem}", file=sys.stderr)
+if problems:
+    again = f" --target {target}" if target else ""
+    if in_image:
+        print(f"bake-pip-finalize: a line written at build time names a file in the image, which only a lock "
+              f"made in the image has: remake it with `bake-plan lock --in-image{again}`", file=sys.stderr)
+    else:
+        print(f"bake-pip-finalize: remake it: `bake-plan lock{again}`", file=sys.stderr)
 sys.exit(1 if problems else 0)
 PY
 }
@@ -205,7 +232,7 @@ if [ -n "$premade" ]; then
   mkdir -p "$pip_tools_d"
   cp "$premade" "$lock"
 fi
-if [ -f "$lock" ]; then
+if [ -z "$compile_only" ] && [ -f "$lock" ]; then
   echo "bake-pip-finalize: using pre-made lock ${lock}"
   check_vcs_pins "$lock"
   check_lock_covers "$lock"
@@ -245,4 +272,12 @@ if [ -n "$opts" ]; then
 fi
 
 check_vcs_pins "$out"
+if [ -n "$compile_only" ]; then
+  mkdir -p "$compile_only"
+  cp "$out" "${compile_only}/requirements.txt"
+  "$target_python" -c 'import sys; print(".".join(map(str, sys.version_info[:3])))' >"${compile_only}/python" \
+    || die "cannot tell the Python version of ${target_python}"
+  echo "bake-pip-finalize: compiled ${compile_only}/requirements.txt (nothing synced: BAKE_PIP_COMPILE_ONLY)"
+  exit 0
+fi
 "${pip_sync[@]}" --python-executable "$target_python" "$out"

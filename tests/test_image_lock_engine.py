@@ -1,0 +1,230 @@
+"""The wheel-builder pattern (docs/plugins.md, "A wheel built in the image") locked and built
+``--locked`` on the test engine, offline, from the python stand-in.
+
+The family: ``wb-root`` (the built-in base Dockerfile on ``python:3.11-slim-bookworm``) →
+``wb-tool`` (``kind="single"``, unpublished: builds ``wbtool-0.1.0-py3-none-any.whl``, which
+needs ``wbdep>=1``) → ``wb-kit`` (a meal kit that copies the wheel in through ``uses`` and writes
+``wbtool @ file:///opt/wb-tool/dist/wbtool-0.1.0-py3-none-any.whl`` at build time) → ``wb-child``
+(asks for ``wbtool`` by name; its final stage installs the chain). The wheelhouse, from the host:
+pip and pip-tools for the image (``bake-plan wheelhouse``, cached like the JAX family's), plus
+``wbdep`` 1.2 and an "index release" ``wbtool`` 0.0.1.
+
+- A host lock pins ``wbtool==0.0.1`` (it never sees the build-time line): ``build --locked``
+  refuses it with one line naming the ``.in`` file and line and the lock's pin.
+- ``lock --in-image`` compiles in the meal kit: the lock has the in-image wheel by its path and
+  its dependency ``wbdep``; ``build --locked`` installs exactly that (``pip freeze``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import hermetic_pip_env, make_wheel
+from test_jaxfamily_engine import CACHE, DATE, PIP_TOOLS_NAMES, _bake_plan
+
+from bake.pip.wheelhouse import TOOLS
+
+pytestmark = pytest.mark.engine
+
+STAND_IN = "stand-in/python:bookworm"
+BASE = "python:3.11-slim-bookworm"
+WHEEL = "/opt/wb-tool/dist/wbtool-0.1.0-py3-none-any.whl"
+
+MAKE_WHEEL = '''\
+"""make-wheel.py DIR NAME VERSION [REQUIREMENT...]: a pure-Python wheel, as PEP 427 asks."""
+import base64, hashlib, os, sys, zipfile
+
+out, name, version, requires = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+info = f"{name}-{version}.dist-info"
+files = {
+    f"{name}/__init__.py": f"VERSION = {version!r}\\n",
+    f"{info}/METADATA": f"Metadata-Version: 2.1\\nName: {name}\\nVersion: {version}\\n"
+    + "".join(f"Requires-Dist: {r}\\n" for r in requires),
+    f"{info}/WHEEL": "Wheel-Version: 1.0\\nGenerator: make-wheel\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
+}
+record = []
+for path, text in files.items():
+    digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+    record.append(f"{path},sha256={digest},{len(text.encode())}")
+files[f"{info}/RECORD"] = "\\n".join(record + [f"{info}/RECORD,,"]) + "\\n"
+os.makedirs(out, exist_ok=True)
+with zipfile.ZipFile(os.path.join(out, f"{name}-{version}-py3-none-any.whl"), "w") as zf:
+    for path, text in files.items():
+        zf.writestr(zipfile.ZipInfo(path, (1980, 1, 1, 0, 0, 0)), text)
+'''
+
+WB_TOOL = """\
+# wb-tool: builds the wbtool wheel into /opt/wb-tool/dist; the wb-kit meal kit copies it out.
+FROM base AS wheel
+COPY make-wheel.py /opt/wb-tool/make-wheel.py
+RUN python3 /opt/wb-tool/make-wheel.py /opt/wb-tool/dist wbtool 0.1.0 "wbdep>=1"
+"""
+
+WB_KIT = """\
+# wb-kit: copies the wbtool wheel in and writes its line at build time (its name is known only now).
+FROM scratch AS wheelhouse
+FROM scratch AS pip-lock
+
+FROM base AS mealkit
+COPY --from=wb-tool /opt/wb-tool/dist/ /opt/wb-tool/dist/
+RUN set -eu; \\
+    for whl in /opt/wb-tool/dist/*.whl; do \\
+      name="$(basename "$whl" | cut -d- -f1 | tr _ -)"; \\
+      bake-write-requirements wb-kit "${name} @ file://${whl}"; \\
+    done
+ARG REQUIREMENTS=""
+RUN bake-write-requirements wb-kit "${REQUIREMENTS}"
+
+FROM mealkit AS final
+ARG PIP_INDEX_URL
+ARG PIP_EXTRA_INDEX_URL
+ARG PIP_FIND_LINKS
+ARG PIP_NO_INDEX
+ARG PIP_TRUSTED_HOST
+ARG BAKE_PIP_LOCKED
+RUN --mount=type=bind,from=wheelhouse,target=/opt/wheelhouse \\
+    --mount=type=bind,from=pip-lock,target=/opt/pip-lock \\
+    bake-pip-finalize
+"""
+
+WB_CHILD = WB_KIT.split("FROM base AS mealkit")[0] + """\
+FROM base AS mealkit
+ARG REQUIREMENTS=""
+RUN bake-write-requirements wb-child "${REQUIREMENTS}"
+
+FROM mealkit AS final""" + WB_KIT.split("FROM mealkit AS final")[1]
+
+PLUGIN = '''
+from pathlib import Path
+
+from bake import Stage, hookimpl
+from bake.resources import stage_dir, stages_dir
+
+HERE = Path({here!r})
+
+
+@hookimpl
+def bake_plan_stages():
+    common = dict(registry="localhost:5555/wheelfamily", platforms={platforms!r})
+    return [
+        Stage(name="wb-root", image="wb-root", context=stage_dir("base"), base_image={base!r}, python="3.11",
+              args={{"APT_PACKAGES": "python3 python3-venv"}}, contexts={{"scripts": str(stages_dir() / "scripts")}},
+              **common),
+        Stage(name="wb-tool", kind="single", target="wheel", context=HERE / "wb-tool", parent="wb-root", **common),
+        Stage(name="wb-kit", image="wb-kit", context=HERE / "wb-kit", parent="wb-root", uses={{"wb-tool": "wb-tool"}},
+              **common),
+        Stage(name="wb-child", image="wb-child", context=HERE / "wb-child", parent="wb-kit",
+              requirements=("wbtool",), **common),
+    ]
+'''
+
+
+def _platforms(engine) -> tuple:
+    """linux/amd64, and linux/arm64 when the python stand-in has it."""
+    inspect = engine.docker("buildx", "imagetools", "inspect", f"{engine.registry}/{STAND_IN}")
+    return ("linux/amd64", "linux/arm64") if "linux/arm64" in inspect.stdout else ("linux/amd64",)
+
+
+def _family(tmp_path: Path, platforms) -> str:
+    here = tmp_path / "family"
+    for name, text in (("wb-tool", WB_TOOL), ("wb-kit", WB_KIT), ("wb-child", WB_CHILD)):
+        (here / name).mkdir(parents=True)
+        (here / name / "Dockerfile").write_text(text)
+    (here / "wb-tool" / "make-wheel.py").write_text(MAKE_WHEEL)
+    return PLUGIN.format(here=str(here), platforms=tuple(platforms), base=BASE)
+
+
+def _wheelhouse(cli, env, platforms) -> Path:
+    """pip and pip-tools for the image (``bake-plan wheelhouse --target wb-root``: the root asks for
+    nothing else), cached; plus the family's own ``wbdep`` 1.2 and ``wbtool`` 0.0.1."""
+    house = CACHE / "wheelfamily-wheelhouse"
+    stamp = house / ".bake-plan-tests-stamp"
+    want = hashlib.sha256((repr(TOOLS) + repr(platforms)).encode()).hexdigest()
+    if not (stamp.is_file() and stamp.read_text() == want):
+        cli("wheelhouse", "--target", "wb-root", "-o", str(house), "--config", os.devnull, env=env, check=True)
+        stamp.write_text(want)
+    for name, version, requires in (("wbdep", "1.2", ()), ("wbtool", "0.0.1", ())):
+        if not (house / f"{name}-{version}-py3-none-any.whl").is_file():
+            make_wheel(house, name, version, requires)
+    return house
+
+
+def _installed(lines) -> dict:
+    """``{name: "==1.2" or "@ file:///…"}`` of a lock's or ``pip freeze``'s requirement lines."""
+    out = {}
+    for line in lines:
+        line = line.split(" #", 1)[0].strip()
+        found = re.match(r"([A-Za-z0-9][A-Za-z0-9._-]*)\s*(==\s*\S+|@\s*\S+)$", line)
+        if found:
+            out[re.sub(r"[-_.]+", "-", found.group(1).lower())] = found.group(2).replace(" ", "")
+    return out
+
+
+def test_a_wheel_built_in_the_image_is_locked_in_the_image_and_installed_locked(engine, cli, make_plugin,
+                                                                               tmp_path):
+    platforms = _platforms(engine)
+    print(f"platforms: {', '.join(platforms)}")
+    site = make_plugin(_family(tmp_path, platforms), name="wheelfamily")
+    env = dict(os.environ, PYTHONPATH=str(site))
+    house = _wheelhouse(cli, env, platforms)
+    namespace = f"{engine.registry}/wb{uuid.uuid4().hex[:8]}"
+    build = ("build", "--target", "wb-child", "--wheelhouse", str(house), "--platform", "linux/amd64",
+             "--registry", namespace, "--date", DATE, "--load", "--base-image", f"{BASE}={engine.registry}/{STAND_IN}",
+             "--config", os.devnull, "--progress", "plain")
+
+    # The host lock never sees the line wb-kit writes at build time: it pins the index's wbtool,
+    # which a --locked build refuses, naming the .in file and line and the lock's pin.
+    host_locks = tmp_path / "host-locks"
+    cli("lock", "--target", "wb-child", "--locks-dir", str(host_locks), "--config", os.devnull, "--no-index",
+        "--find-links", str(house), env=hermetic_pip_env(env), check=True)
+    assert "wbtool==0.0.1" in (host_locks / "wb-child.txt").read_text()
+    proc = _bake_plan(*build, "--locked", "--locks-dir", str(host_locks), "--sitrep-dir", str(tmp_path / "refused"),
+                      "-o", "refused.hcl", cwd=tmp_path, env=env)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    refusal = (f"/opt/pip-tools.d/requirements-wb-kit.in:1: wbtool @ file://{WHEEL}: the lock pins wbtool==0.0.1 "
+               "from the index, not this URL")
+    assert refusal in proc.stderr, proc.stderr[-3000:]
+    assert "bake-plan lock --in-image --target wb-child" in proc.stderr, proc.stderr[-3000:]
+
+    # Locked in the image: the wheel by its in-image path, its dependency resolved with the rest.
+    locks = tmp_path / "locks"
+    lock_args = ("lock", "--in-image", "--target", "wb-child", "--locks-dir", str(locks), "--wheelhouse", str(house),
+                 "--base-image", f"{BASE}={engine.registry}/{STAND_IN}", "--config", os.devnull)
+    proc = _bake_plan(*lock_args, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    written = sorted(p.name for p in locks.glob("wb-child*.txt"))
+    assert written == ["wb-child.txt"], written  # pure-Python wheels: one lock for every arch
+    lock_text = (locks / "wb-child.txt").read_text()
+    assert "# bake-plan resolver: pip-compile (in the image)" in lock_text, lock_text
+    assert re.search(r"^# bake-plan python: 3\.11\.\d+$", lock_text, re.M), lock_text
+    assert f"# bake-plan platforms: {', '.join(platforms)}" in lock_text, lock_text
+    lock = _installed(lock_text.splitlines())
+    assert lock["wbtool"] == f"@file://{WHEEL}" and lock["wbdep"] == "==1.2", lock
+
+    proc = _bake_plan(*build, "--locked", "--locks-dir", str(locks), "--sitrep-dir", str(tmp_path / "locked"),
+                      "-o", "locked.hcl", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    image = f"{namespace}/wb-child:latest-amd64"
+    said = engine.docker("run", "--rm", "--network", "none", image, "python", "-c",
+                         "import wbtool, importlib.metadata as m; print(wbtool.VERSION, m.version('wbtool'))")
+    assert said.stdout.split() == ["0.1.0", "0.1.0"], said.stdout
+    frozen = _installed(engine.docker("run", "--rm", image, "pip", "freeze").stdout.splitlines())
+    assert frozen == {k: v for k, v in lock.items() if k not in PIP_TOOLS_NAMES}, (frozen, lock)
+
+    # Per platform: the other arch's image holds the same lock (built, not loaded: one arch per --load).
+    for platform in platforms[1:]:
+        arch = platform.split("/")[1]
+        proc = _bake_plan(*[a if a != "linux/amd64" else platform for a in build], "--locked", "--locks-dir",
+                          str(locks), "--sitrep-dir", str(tmp_path / f"locked-{arch}"), "-o", f"locked-{arch}.hcl",
+                          cwd=tmp_path, env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        frozen = _installed(engine.docker("run", "--rm", "--platform", platform, f"{namespace}/wb-child:latest-{arch}",
+                                          "pip", "freeze").stdout.splitlines())
+        assert frozen == {k: v for k, v in lock.items() if k not in PIP_TOOLS_NAMES}, (platform, frozen, lock)
+
