@@ -157,3 +157,20 @@ def test_buildx_runs_without_a_variable_that_drops_provenance():
 
     env = bake_environment({"PATH": "/bin", "BUILDX_METADATA_PROVENANCE": "disabled", "DOCKER_HOST": "unix:///x"})
     assert env == {"PATH": "/bin", "DOCKER_HOST": "unix:///x"}
+
+
+def test_docs_sitrep_gives_every_field_its_meaning_and_source():
+    """docs/sitrep.md has a table row (field, meaning, source) for each key of a sitrep and of its
+    targets, and no row for a key the sitrep does not have."""
+    import re
+
+    from conftest import ROOT
+
+    doc = (ROOT / "docs" / "sitrep.md").read_text(encoding="utf-8")
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `(\w+)` \|(.*)\|$", doc, re.MULTILINE)}
+    report = make_sitrep(_plan(), "sx build", 0, [], {}, {}, steps={}, transfers={}, failures={}, images={})
+    keys = set(report) | {"interrupted", "tests"} | set(report["targets"]["sx-one"])
+    assert keys == set(rows), (keys ^ set(rows))
+    for key, cells in rows.items():
+        meaning, source = cells.split(" | ")[:2]
+        assert meaning.strip() and source.strip(), key
