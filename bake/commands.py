@@ -244,6 +244,7 @@ def test(settings: Settings) -> int:
     declared), 1 a test failed; a missing image or engine raises (exit 2, nothing ran)."""
     from bake.run.engine import show_commands
     from bake.run.imagetest import TestReports, run_image_tests
+    from bake.settings import values
 
     show_commands(_tracing(settings))
     composition = compose(settings)
@@ -255,7 +256,10 @@ def test(settings: Settings) -> int:
     quiet = settings.verbosity < 0  # -q: the summary line and errors only
     with no_empty_directory_left(settings.sitrep_dir):
         reports.prepare()
+        # a day the user named (--date 2026-11-29) tests that night's tag, not the latest one
+        named_day = settings.date if values.is_day_policy(str(settings["date"])) else None
         tests = run_image_tests(composition, reports, local=settings.local, build_flags=flags,
+                                date=named_day, date_from=settings.where("date"),
                                 **({"echo": lambda line: None} if quiet else {}))
     print(f"bake-plan: {tests['summary']}", file=sys.stdout if tests["outcome"] == "pass" else sys.stderr)
     return 0 if tests["outcome"] == "pass" else 1

@@ -286,7 +286,7 @@ def it(cli, engine, make_plugin, tmp_path):
     namespace = f"{engine.registry}/it{uuid.uuid4().hex[:8]}"
     busybox = f"busybox:1.36={engine.registry}/stand-in/busybox:latest"
 
-    def run(command, *args, fail=False, sitrep="sitrep", registry=namespace, step_summary=None):
+    def run(command, *args, fail=False, sitrep="sitrep", registry=namespace, step_summary=None, dated=True):
         env = dict(os.environ, PYTHONPATH=str(site))
         env.pop("GITHUB_STEP_SUMMARY", None)
         if step_summary:
@@ -296,7 +296,7 @@ def it(cli, engine, make_plugin, tmp_path):
             env["IT_FAIL"] = "1"
         extra = ["--base-image", busybox] if command == "build" else []
         proc = subprocess.run([str(_console()), command, "--target", "it-root", "--registry", registry,
-                               "--date", "2026-11-29", "--config", os.devnull, "--sitrep-dir",
+                               *(["--date", "2026-11-29"] if dated else []), "--config", os.devnull, "--sitrep-dir",
                                str(tmp_path / sitrep), *extra, *args],
                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
         return proc
@@ -345,7 +345,8 @@ def test_tests_run_on_both_arches_and_the_sitrep_shows_each(engine, it):
         ("linux/arm64", "cooked"): ("pass", 0, False), ("linux/arm64", "arm64 only"): ("pass", 0, False),
         ("linux/arm64", "answer"): ("fail", 3, False),
     }
-    assert {r["image"] for r in tests["results"]} == {f"{it.namespace}/it-root:latest"}
+    # --date names the night: its tag is tested (the build pushed it beside latest)
+    assert {r["image"] for r in tests["results"]} == {f"{it.namespace}/it-root:nightly-2026-11-29"}
     answer = next(r for r in tests["results"] if r["test"] == "answer")
     # stdout and stderr as they came (two pipes: their order between each other is not fixed)
     assert sorted(answer["output"]) == ["looking for the answer", "token=<redacted>"], "credentials redacted"
@@ -423,15 +424,20 @@ def test_per_arch_and_local_images_and_a_missing_one(engine, it):
     proc = it("test", "--platform", "linux/arm64", sitrep="arm64")
     assert proc.returncode == 0, proc.stderr[-3000:]
     report, badge, _ = _report(it.tmp / "arm64")
+    # --date names the night: its per-arch tag is tested; without it, the latest one
     assert [(r["platform"], r["test"], r["image"]) for r in report["tests"]["results"]] == [
-        ("linux/arm64", "cooked", f"{it.namespace}/it-root:latest-arm64"),
-        ("linux/arm64", "arm64 only", f"{it.namespace}/it-root:latest-arm64")]
+        ("linux/arm64", "cooked", f"{it.namespace}/it-root:nightly-2026-11-29-arm64"),
+        ("linux/arm64", "arm64 only", f"{it.namespace}/it-root:nightly-2026-11-29-arm64")]
     assert badge["message"] == "2/2 passed"
+    proc = it("test", "--platform", "linux/arm64", sitrep="arm64", dated=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report, badge, _ = _report(it.tmp / "arm64")
+    assert {r["image"] for r in report["tests"]["results"]} == {f"{it.namespace}/it-root:latest-arm64"}
 
     # Not pushed for amd64: exit 2, nothing run, the line says what is missing and how to make it.
     proc = it("test", "--platform", "linux/amd64", sitrep="amd64")
     assert_one_line_error(proc, f"no image to test for stage 'it-root' (linux/amd64): {it.namespace}/it-root:"
-                                "latest-amd64 is not in the registry; build it first: bake-plan build --target "
+                                "nightly-2026-11-29-amd64 is not in the registry; build it first: bake-plan build --target "
                                 f"it-root --platform linux/amd64 --registry {it.namespace} --date 2026-11-29 --push")
     assert not (it.tmp / "amd64" / "tests-badge.json").exists()
 

@@ -820,14 +820,31 @@ def create_manifest(tag: str, sources: Sequence[str], timeout_s: float = REGISTR
         raise EngineError(f"the docker CLI was not found: {err}") from None
 
 
+TEST_LINE_BYTES = 4096
+"""How many bytes of one line of a test's output are kept (shown, and put in the reports); a longer
+line is cut there and ends in ``… [line cut: N bytes]``."""
+
+TEST_OUTPUT_BYTES = 16384
+"""How many bytes of a test's last output lines are kept in all (:attr:`ContainerRun.tail`)."""
+
+PULL_TIMEOUT_S = 1800.0
+"""How long ``docker pull`` of an image to test may take, in seconds (a large image pulls in
+minutes; a registry that stalls is stopped here)."""
+
+REMOVE_TIMEOUT_S = 60.0
+"""How long removing a test's container may take, in seconds."""
+
+
 @dataclass
 class ContainerRun:
     """What one command run in an image did (:func:`run_in_image`).
 
     :param exit_code: the command's exit status (``docker run`` passes it on; 125–127 are
-        docker's own: the container could not start, the command cannot run or is not found).
-    :param tail: its last output lines, stdout and stderr together (each in its order; between the
-        two, the order they were read in), undecorated.
+        docker's own: the container could not start, the command cannot run or is not found);
+        when it timed out, the status the stopped docker CLI gave.
+    :param tail: its last output lines, stdout and stderr together in the order docker wrote
+        them, undecorated; each at most :data:`TEST_LINE_BYTES` bytes, all together at most
+        :data:`TEST_OUTPUT_BYTES`.
     :param duration_s: wall-clock seconds from ``docker run`` to its end.
     :param timed_out: it was stopped for running past its timeout.
     """
@@ -838,75 +855,153 @@ class ContainerRun:
     timed_out: bool = False
 
 
+class OutputTail:
+    """The last lines of a byte stream, with bounded memory whatever the stream: each line is
+    cut at ``line_bytes`` (the rest of it is counted, not kept), and at most ``keep`` lines of at
+    most ``tail_bytes`` bytes in all are kept. Each line goes to ``echo`` (cut as kept) as it ends.
+
+    :param echo: gets each line, decoded (UTF-8, undecodable bytes replaced), without its newline.
+    """
+
+    def __init__(self, keep: int, line_bytes: int = TEST_LINE_BYTES, tail_bytes: int = TEST_OUTPUT_BYTES,
+                 echo: Callable[[str], None] = lambda line: None):
+        self.keep, self.line_bytes, self.tail_bytes, self.echo = keep, line_bytes, tail_bytes, echo
+        self.lines: Deque[str] = collections.deque()
+        self._size = 0  # bytes of self.lines
+        self._line = bytearray()  # the line being read, up to line_bytes
+        self._dropped = 0  # bytes of it past line_bytes
+        self._any = False
+
+    def feed(self, data: bytes) -> None:
+        """Take the next bytes of the stream."""
+        self._any = self._any or bool(data)
+        start = 0
+        while start < len(data):
+            end = data.find(b"\n", start)
+            piece = data[start:] if end < 0 else data[start:end]
+            room = self.line_bytes - len(self._line)
+            self._line += piece[:max(room, 0)]
+            self._dropped += max(len(piece) - max(room, 0), 0)
+            if end < 0:
+                return
+            self._end_line()
+            start = end + 1
+
+    def finish(self) -> List[str]:
+        """The stream ended: the last line, if unfinished, is kept too. :returns: the kept lines."""
+        if self._line or self._dropped:
+            self._end_line()
+        return list(self.lines)
+
+    def _end_line(self) -> None:
+        text = bytes(self._line).decode("utf-8", "replace")
+        if self._dropped:
+            text += f"… [line cut: {len(self._line) + self._dropped} bytes]"
+        self._line, self._dropped = bytearray(), 0
+        self.echo(text)
+        self.lines.append(text)
+        self._size += len(text.encode("utf-8", "replace"))
+        while len(self.lines) > 1 and (len(self.lines) > self.keep or self._size > self.tail_bytes):
+            self._size -= len(self.lines.popleft().encode("utf-8", "replace"))
+
+
 def run_in_image(ref: str, platform: str, argv: Sequence[str], timeout_s: float, keep: int = 20,
                  echo: Callable[[str], None] = lambda line: None) -> ContainerRun:
     """``docker run --rm --pull never --network none --platform PLATFORM REF ARGV…`` (an arm64
-    image on an amd64 engine runs under QEMU emulation), bounded by ``timeout_s`` seconds
-    (``timeout(1)`` in front of ``docker``; a container left running then is removed by name).
-    No network: a smoke test checks the image as built, not what it could download. Each output
-    line goes to ``echo`` as it comes (without its newline); the last ``keep`` are kept.
+    image on an amd64 engine runs under QEMU emulation), bounded by ``timeout_s`` seconds: then
+    the container is removed by name and the docker CLI stopped. No network: a smoke test checks
+    the image as built, not what it could download. Each output line goes to ``echo`` as it comes
+    (without its newline); the last ``keep`` are kept, in bounded memory (:class:`OutputTail`).
+
+    The docker CLI runs through :mod:`subprocess`, stdout and stderr on one pipe read in chunks,
+    not through python-on-whales' streamed ``run``: that one reads line by line with no bound on a
+    line and adds each stderr line to one ``bytes`` (time quadratic in the output: a test writing
+    400,000 short lines kept bake-plan busy for minutes past its ``timeout_s``).
 
     :raises EngineError: the docker CLI is missing.
     """
-    import collections
-    import time
+    import selectors
     import uuid
 
-    from python_on_whales import DockerClient, DockerException
-    from python_on_whales.client_config import ClientNotFoundError
-
     name = f"bake-plan-test-{uuid.uuid4().hex[:12]}"
-    client = DockerClient(client_call=["timeout", "--kill-after=5", f"{timeout_s:g}", "docker"])
-    tail: "collections.deque[str]" = collections.deque(maxlen=keep)
-    code = 0
+    words = ["run", "--rm", "--pull", "never", "--network", "none", "--name", name, "--platform", platform, ref,
+             *argv]
+    tail = OutputTail(keep, echo=echo)
+    _running(words)
     started = time.monotonic()
-    # python-on-whales logs no streamed call (show_commands): this is the same run, in docker's words
-    _running(["run", "--rm", "--pull", "never", "--network", "none", "--name", name, "--platform", platform, ref,
-              *argv])
+    deadline = started + timeout_s
     try:
-        for _source, raw in client.run(ref, list(argv), name=name, platform=platform, pull="never", remove=True,
-                                       networks=["none"], stream=True):
-            for line in raw.decode("utf-8", "replace").splitlines() or [""]:
-                tail.append(line)
-                echo(line)
-    except DockerException as err:
-        code = err.return_code if err.return_code is not None else 1
-    except (FileNotFoundError, ClientNotFoundError) as err:
+        proc = subprocess.Popen([DOCKER, *words], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT)
+    except OSError as err:
         raise EngineError(f"the docker CLI was not found: {err}") from None
+    timed_out = False
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(proc.stdout, selectors.EVENT_READ)
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    timed_out = True
+                    break
+                if not selector.select(min(left, 1.0)):
+                    continue
+                data = os.read(proc.stdout.fileno(), 65536)
+                if not data:
+                    break
+                tail.feed(data)
+        if timed_out:  # the container first: stopping the docker CLI would leave it running
+            _remove_container(name)
+            _signal_tree(proc, signal.SIGKILL)
+        try:
+            code = proc.wait(max(deadline - time.monotonic(), 0) + 10)
+        except subprocess.TimeoutExpired:  # output closed, the CLI hangs on: stopped as at a timeout
+            timed_out = True
+            _remove_container(name)
+            _signal_tree(proc, signal.SIGKILL)
+            code = proc.wait()
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM: the container would run on (PID 1 ignores SIGINT)
         _remove_container(name)
+        _signal_tree(proc, signal.SIGKILL)
+        proc.wait()
         raise
+    finally:
+        proc.stdout.close()
     duration = time.monotonic() - started
-    timed_out = code != 0 and duration >= timeout_s
-    if timed_out:  # timeout(1) stopped the docker CLI, not the container
-        _remove_container(name)
-    return ContainerRun(exit_code=code, tail=list(tail), duration_s=round(duration, 3), timed_out=timed_out)
+    return ContainerRun(exit_code=code if code >= 0 else 128 - code, tail=tail.finish(),
+                        duration_s=round(duration, 3), timed_out=timed_out)
 
 
 def _remove_container(name: str) -> None:
-    """``docker container rm --force NAME``, quietly: a test's container left running when its
-    ``docker run`` was stopped (a timeout, an interrupt); one already gone is no error."""
-    from python_on_whales import DockerException, docker
-
+    """``docker container rm --force NAME``, quietly, within :data:`REMOVE_TIMEOUT_S`: a test's
+    container left running when its ``docker run`` was stopped (a timeout, an interrupt); one
+    already gone is no error."""
     try:
-        docker.container.remove(name, force=True)
-    except DockerException:
+        subprocess.run([DOCKER, "container", "rm", "--force", name], stdin=subprocess.DEVNULL,
+                       capture_output=True, timeout=REMOVE_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
         pass
 
 
-def pull_image(ref: str, platform: str) -> None:
-    """``docker pull --platform PLATFORM REF`` into the engine's image store (no time bound: a
-    large image takes as long as it takes).
+def pull_image(ref: str, platform: str, timeout_s: float = PULL_TIMEOUT_S) -> None:
+    """``docker pull --platform PLATFORM REF`` into the engine's image store, bounded by
+    ``timeout_s`` seconds (:data:`PULL_TIMEOUT_S`; ``timeout(1)`` in front of ``docker``, as for
+    every registry call).
 
-    :raises RegistryError: the registry refused or did not answer (exit 1).
+    :raises RegistryError: the registry refused, or did not answer in time (exit 1).
     :raises EngineError: the docker CLI is missing.
     """
-    from python_on_whales import DockerException, docker
+    from python_on_whales import DockerException
     from python_on_whales.client_config import ClientNotFoundError
 
     try:
-        docker.image.pull(ref, platform=platform, quiet=True)
+        _registry_docker(timeout_s).image.pull(ref, platform=platform, quiet=True)
     except DockerException as err:
+        if err.return_code == _NOT_FOUND:
+            raise EngineError("the docker CLI was not found") from None
+        if err.return_code == _TIMED_OUT:
+            raise RegistryError(f"cannot pull {ref} for {platform}: the registry {_registry_of(ref)} did not "
+                                f"answer within {timeout_s:g} s") from None
         raise RegistryError(f"cannot pull {ref} for {platform}: {_last_line(err)}") from None
     except (FileNotFoundError, ClientNotFoundError) as err:
         raise EngineError(f"the docker CLI was not found: {err}") from None

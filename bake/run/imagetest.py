@@ -13,6 +13,7 @@ The Docker calls are :mod:`bake.run.engine`'s, passed in as callables (as ``publ
 
 from __future__ import annotations
 
+import datetime
 import os
 import sys
 from dataclasses import dataclass
@@ -28,10 +29,11 @@ from bake.plan.secrets import shown
 from bake.plan.stage import ImageTest
 from bake.run import sitrep
 from bake.run.build import _appendable  # the one check that $GITHUB_STEP_SUMMARY can be appended to
-from bake.run.engine import ContainerRun
+from bake.run.engine import TEST_LINE_BYTES, TEST_OUTPUT_BYTES, ContainerRun
 
 TAIL_LINES = 20
-"""How many last output lines of each test the sitrep keeps."""
+"""How many last output lines of each test the sitrep keeps (each at most
+:data:`bake.run.engine.TEST_LINE_BYTES` bytes, all at most :data:`bake.run.engine.TEST_OUTPUT_BYTES`)."""
 
 _WHAT = {"sitrep.json": "the sitrep", sitrep.TESTS_BADGE: "the tests badge", "sitrep.md": "the summary"}
 
@@ -51,10 +53,16 @@ class Case:
     per_arch: bool = False
 
 
-def cases(composition: Composition) -> List[Case]:
+def cases(composition: Composition, date: Optional[datetime.date] = None, date_from: str = "--date") -> List[Case]:
     """The tests to run: per requested stage with tests, per platform its final target builds for,
     the tests that run there (an :class:`ImageTest` with ``platforms`` runs only on those), in the
-    image of the target's first tag (or the first it inherits from docker/metadata-action)."""
+    image of the target's first tag (or the first it inherits from docker/metadata-action); with
+    ``date`` (a day the user named), of its first tag that names that day (``nightly-2026-11-29``,
+    ``nightly-2026-11-29-amd64``), so the image of that night is tested, not ``latest``.
+
+    :param date_from: where ``date`` came from, for the message (``--date``, ``env BAKE_PLAN_DATE``).
+    :raises UsageError: ``date`` is given and a stage to test has no tag naming it.
+    """
     out = []
     for name in composition.requested:
         stage = composition.stages[name]
@@ -64,12 +72,25 @@ def cases(composition: Composition) -> List[Case]:
         target = composition.plan["target"][final]
         tags = list(target.get("tags") or composition.inherited_tags.get(final) or ())
         platforms = list(target.get("platforms") or stage.platforms)
+        if date is not None and tags:
+            tags = _dated(tags, date, date_from, stage.name)
         per_arch = len(platforms) == 1 and bool(tags) and tags[0].endswith("-" + arch_of(platforms[0]))
         for platform in platforms:
             tests = tuple(t for t in stage.tests if not t.platforms or platform in t.platforms)
             if tests and tags:
                 out.append(Case(stage.name, final, platform, tags[0], tests, per_arch))
     return out
+
+
+def _dated(tags: List[str], date: datetime.date, date_from: str, stage: str) -> List[str]:
+    """``tags`` from the first whose tag (after the repository) names ``date`` on.
+    :raises UsageError: none does."""
+    day = date.isoformat()
+    for i, tag in enumerate(tags):
+        if day in tag.rsplit("/", 1)[-1].partition(":")[2]:
+            return tags[i:]
+    raise UsageError(f"{date_from} {day}: stage '{stage}' has no tag naming that date (its tags: "
+                     f"{', '.join(t.rsplit('/', 1)[-1] for t in tags)}); without {date_from} its first tag is tested")
 
 
 def missing_images(found: Sequence[Case], exists: Callable[[str], bool], local: bool,
@@ -121,7 +142,7 @@ def run_cases(found: Sequence[Case], run: Callable[..., ContainerRun], pull: Opt
             try:
                 pull(case.image, case.platform)
             except RunError as err:
-                pulled = str(err)
+                pulled = clip_bytes(str(err), TEST_LINE_BYTES)
         for test in case.tests:
             prefix = f"[{case.stage} {case.platform} {test.label}]"
             entry = {"stage": case.stage, "target": case.target, "platform": case.platform, "test": test.label,
@@ -133,7 +154,7 @@ def run_cases(found: Sequence[Case], run: Callable[..., ContainerRun], pull: Opt
                 echo(f"{prefix} running")
                 ran = run(case.image, case.platform, test.argv, test.timeout_s, keep=TAIL_LINES,
                           echo=lambda line, p=prefix: echo(f"{p} {line}"))
-                output = list(ran.tail)
+                output = bounded(ran.tail)
                 if ran.timed_out:
                     output.append(f"bake-plan: stopped after {test.timeout_s:g} s (the test's timeout_s)")
                 entry.update(outcome=sitrep.PASS if ran.exit_code == 0 and not ran.timed_out else sitrep.FAIL,
@@ -145,6 +166,29 @@ def run_cases(found: Sequence[Case], run: Callable[..., ContainerRun], pull: Opt
                  + (f" in {entry['duration_s']:g} s" if entry["duration_s"] is not None else ""))
             results.append(entry)
     return results
+
+
+def clip_bytes(text: str, limit: int) -> str:
+    """``text`` cut to its first ``limit`` bytes (UTF-8) and ``… [line cut: N bytes]`` when it
+    was longer, as :class:`bake.run.engine.OutputTail` cuts a line."""
+    data = text.encode("utf-8", "replace")
+    if len(data) <= limit:
+        return text
+    return data[:limit].decode("utf-8", "ignore") + f"… [line cut: {len(data)} bytes]"
+
+
+def bounded(lines: Sequence[str], line_bytes: int = TEST_LINE_BYTES, total: int = TEST_OUTPUT_BYTES) -> List[str]:
+    """The last of ``lines`` that fit in ``total`` bytes, each cut at ``line_bytes``
+    (:func:`clip_bytes`): the output of one test as a report keeps it."""
+    out: List[str] = []
+    size = 0
+    for line in reversed(lines):
+        line = clip_bytes(line, line_bytes)
+        size += len(line.encode("utf-8", "replace")) + 1
+        if out and size > total:
+            break
+        out.append(line)
+    return out[::-1]
 
 
 class TestReports:
@@ -207,8 +251,10 @@ class TestReports:
             record.write("sitrep.md", sitrep.markdown(report), _WHAT["sitrep.md"])
             if self.step_summary:
                 try:
+                    # GitHub drops a step summary over 1 MiB whole: what is appended fits beside what is there
+                    room = sitrep.SUMMARY_BYTES - _size_of(self.step_summary)
                     with open(self.step_summary, "a", encoding="utf-8") as handle:
-                        handle.write(sitrep.tests_markdown(report["tests"]))
+                        handle.write(sitrep.tests_markdown(report["tests"], max(room, 0)))
                 except OSError as err:
                     raise OutputError(f"cannot append to $GITHUB_STEP_SUMMARY {self.step_summary}: "
                                       f"{err.strerror or err}") from None
@@ -217,11 +263,21 @@ class TestReports:
         return report
 
 
+def _size_of(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
 def run_image_tests(composition: Composition, reports: TestReports, local: bool = False, build_flags: str = "",
-                    echo: Callable[[str], None] = lambda line: print(shown(line), file=sys.stderr, flush=True)) -> dict:
+                    echo: Callable[[str], None] = lambda line: print(shown(line), file=sys.stderr, flush=True),
+                    date: Optional[datetime.date] = None, date_from: str = "--date") -> dict:
     """Run the requested stages' image tests and write the reports (prepared by the caller).
 
     :param local: test the engine's image store (after ``build --load``) instead of the registry.
+    :param date: the day the user named (``--date``): the image of its dated tag is tested
+        (:func:`cases`); ``date_from`` says where it came from.
     :param echo: gets each line shown while the tests run (default: stderr, redacted and with
         control characters escaped, :func:`bake.plan.secrets.shown`).
     :returns: the ``tests`` block (:func:`bake.run.sitrep.make_tests`).
@@ -231,7 +287,7 @@ def run_image_tests(composition: Composition, reports: TestReports, local: bool 
     """
     from bake.run import engine
 
-    found = cases(composition)
+    found = cases(composition, date, date_from)
     label = f"{', '.join(composition.requested)} tests"
     if found:
         engine.EngineProbe().answered()  # the one line for no engine, as a build says it

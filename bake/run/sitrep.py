@@ -284,7 +284,7 @@ def markdown(sitrep: dict) -> str:
     of each failed step (:func:`failed_steps_markdown`), then the image tests
     (:func:`tests_markdown`) when the sitrep has them."""
     icon = {PASS: "✅", INTERRUPTED: "⏹️"}.get(sitrep["outcome"], "❌")
-    lines: List[str] = [f"## {icon} {sitrep['summary']}", ""]
+    lines: List[str] = [f"## {icon} {markdown_text(sitrep['summary'])}", ""]
     if sitrep["targets"] or "tests" not in sitrep:
         lines += ["| target | outcome | digest | seconds | steps cached | steps run | context sent | tags |",
                   "|---|---|---|---|---|---|---|---|"]
@@ -296,7 +296,8 @@ def markdown(sitrep: dict) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     lines += failed_steps_markdown(sitrep["targets"])
     text = "\n".join(lines) + "\n"
-    return text + "\n" + tests_markdown(sitrep["tests"]) if "tests" in sitrep else text
+    return text + "\n" + tests_markdown(sitrep["tests"], SUMMARY_BYTES - len(text.encode("utf-8", "replace")) - 1) \
+        if "tests" in sitrep else text
 
 
 def _num(value) -> str:
@@ -371,30 +372,100 @@ def tests_badge(tests: dict) -> dict:
     return {"schemaVersion": 1, "label": tests["badge_label"], "message": message, "color": color}
 
 
-def tests_markdown(tests: dict) -> str:
+SUMMARY_BYTES = 1_000_000
+"""The most bytes a Markdown summary may have (``sitrep.md``; what ``bake-plan test`` appends to
+``$GITHUB_STEP_SUMMARY``, with what the file already holds): GitHub drops a step summary over
+1 MiB whole. Past it, the failing tests' output blocks (then table rows) are left out, and one line
+says how many."""
+
+NAME_CHARS = 200
+"""How many characters of a test's name (by default its command) a summary shows."""
+
+
+def tests_markdown(tests: dict, limit: int = SUMMARY_BYTES) -> str:
     """The tests section of the Markdown summary: the outcome line, one table row per test and
-    platform, and the last output lines of each failing test in a fenced block."""
+    platform, and the last output lines of each failing test in a fenced block; at most ``limit``
+    bytes (UTF-8): what does not fit is left out, and its last line says so. Every value from a
+    plugin or a test (names, output) is escaped (:func:`markdown_text`)."""
     icon = "✅" if tests["outcome"] == PASS else "❌"
-    lines = [f"### {icon} {tests['summary']}", ""]
+    head = [f"### {icon} {markdown_text(tests['summary'])}", ""]
+    rows: List[str] = []
     if tests["results"]:
-        lines += ["| stage | platform | test | outcome | exit | seconds |", "|---|---|---|---|---|---|"]
+        rows += ["| stage | platform | test | outcome | exit | seconds |", "|---|---|---|---|---|---|"]
     for r in tests["results"]:
         outcome = r["outcome"] + (" (timed out)" if r["timed_out"] else "")
-        cells = [f"`{r['stage']}`", r["platform"], _cell(r["test"]), outcome, _num(r["exit_code"]), _num(r["duration_s"])]
-        lines.append("| " + " | ".join(cells) + " |")
+        cells = [markdown_text(r["stage"], "code"), markdown_text(r["platform"], "cell"),
+                 markdown_text(clipped(r["test"], NAME_CHARS), "code"), outcome, _num(r["exit_code"]),
+                 _num(r["duration_s"])]
+        rows.append("| " + " | ".join(cells) + " |")
+    blocks = []
     for r in tests["results"]:
         if r["outcome"] == PASS:
             continue
         fence = "`" * max(3, 1 + max((len(run) for line in r["output"] for run in re.findall(r"`+", line)), default=0))
-        lines += ["", f"<details><summary>{_html(r['stage'])} {r['platform']} {_html(r['test'])}: last output "
-                      "lines</summary>", "", fence, *r["output"], fence, "", "</details>"]
-    return "\n".join(lines) + "\n"
+        what = markdown_text(f"{r['stage']} {r['platform']} {clipped(r['test'], NAME_CHARS)}", "html")
+        blocks.append(["", f"<details><summary>{what}: last output lines</summary>", "", fence, *r["output"], fence,
+                       "", "</details>"])
+    return _within(head, rows, blocks, limit)
+
+
+def _within(head: List[str], rows: List[str], blocks: List[List[str]], limit: int) -> str:
+    """``head``, ``rows`` and ``blocks`` as Markdown lines, as many as fit in ``limit`` bytes with
+    the line that says what was left out (the rows first, then the blocks, in order)."""
+    size = lambda lines: sum(len(line.encode("utf-8", "replace")) + 1 for line in lines)  # noqa: E731
+    room = limit - size(head) - 200  # the closing line
+    out, left_rows, left_blocks = list(head), 0, 0
+    for row in rows:
+        if size([row]) <= room and not left_rows:
+            out.append(row)
+            room -= size([row])
+        else:
+            left_rows += 1
+    for block in blocks:
+        if size(block) <= room and not left_rows and not left_blocks:
+            out += block
+            room -= size(block)
+        else:
+            left_blocks += 1
+    if left_rows or left_blocks:
+        parts = [counted(n, what) for n, what in ((left_rows, "table row"), (left_blocks, "output block")) if n]
+        out += ["", f"_{' and '.join(parts)} left out: the summary is kept under {limit:,} bytes; "
+                    "sitrep.json has every result_"]
+    return "\n".join(out) + "\n"
+
+
+_MARKDOWN_INLINE = re.compile(r"[\\`*_\[\]|~#!&<>\"]|:(?=//)|(?<=[wW]{3})\.|@")
+_LINE_BREAK = re.compile(r"\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}
+
+
+def markdown_text(text: str, context: str = "inline") -> str:
+    """``text`` from a user, a plugin, a test or buildx, as it is to read in the Markdown summary
+    (GitHub Flavored Markdown): the one escaping of the summaries. Every line break becomes a space
+    (a heading, a table row, an HTML line is one line), and by ``context``:
+
+    - ``inline`` (a heading, the text of a table cell): ``&``, ``<``, ``>``, ``"`` as HTML
+      entities (no tag, no ``<…>`` autolink), and each of ``\\ ` * _ [ ] | ~ # !`` and what
+      starts an autolink (``://``, ``www.``, ``@``) escaped with a backslash, so no emphasis,
+      link, image, strikethrough or extra cell;
+    - ``cell``: the same (a table cell);
+    - ``code``: a code span in a table cell: backticks become ``'``, ``|`` is ``\\|`` (GFM
+      splits the row before it reads the span);
+    - ``html``: inside a raw HTML line (``<summary>``): only the HTML entities.
+    """
+    text = _LINE_BREAK.sub(" ", text)
+    if context == "code":
+        return "`" + text.replace("`", "'").replace("|", "\\|") + "`"
+    if context == "html":
+        return re.sub(r'[&<>"]', lambda m: _ENTITIES[m.group()], text)
+    return _MARKDOWN_INLINE.sub(lambda m: _ENTITIES.get(m.group()) or "\\" + m.group(), text)
 
 
 def _cell(text: str) -> str:
-    """Text in a Markdown table cell: as code, its pipes escaped."""
-    return "`" + text.replace("|", "\\|").replace("`", "'") + "`"
+    """Text in a Markdown table cell, as code (:func:`markdown_text`)."""
+    return markdown_text(text, "code")
 
 
 def _html(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Text in a raw HTML line (:func:`markdown_text`)."""
+    return markdown_text(text, "html")
