@@ -250,10 +250,10 @@ def test_configured_variants_of_xla_ci(cli, buildx, tmp_path):
     assert one["args"]["python_version"] == "3.12" and one["args"]["CUDA_VERSION"] == "12.4"
 
 
-def test_the_readme_configuration_example_works(cli, tmp_path):
+def test_the_usage_configuration_example_works(cli, tmp_path):
     from conftest import ROOT
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "usage.md").read_text(encoding="utf-8")
     example = readme.split("## Configuration", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
     (tmp_path / "pyproject.toml").write_text(example)
     env = dict(ENV, SOURCE_DATE_EPOCH="1700000000")

@@ -149,9 +149,9 @@ def test_graph_of_configured_variants(cli, tmp_path):
     assert {src.rsplit(":", 1)[1] for src, _, _ in edges} == {"3.10_cuda_12.1", "3.12_cuda_12.1"}
 
 
-def test_the_readme_picture_is_what_graph_draws():
+def test_the_usage_picture_is_what_graph_draws():
     from conftest import ROOT
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "usage.md").read_text(encoding="utf-8")
     block = readme.split("```mermaid\n", 1)[1].split("```", 1)[0]
     assert block == to_mermaid(composition("upstream-pax"))

@@ -32,6 +32,7 @@ OWN = ".".join(map(str, sys.version_info[:3]))
 MINOR = ".".join(map(str, sys.version_info[:2]))
 
 PLUGIN = """
+import os
 from bake import Stage, hookimpl
 from bake.resources import stage_dir
 
@@ -56,7 +57,7 @@ def bake_plan_stages():
         stage("t-a", lines=["six"]),
         stage("t-b", "t-a", ["six==1.17.0"]),
         stage("t-c", "t-b", ["six==1.16.0"]),
-    ]
+    ] + ([stage("ir-bad", lines=["six"], glibc=os.environ["IR_GLIBC"])] if os.environ.get("IR_GLIBC") else [])
 """
 
 
@@ -122,10 +123,10 @@ def run(cli, make_plugin, family):
     site = make_plugin(PLUGIN.replace("{other}", family["other_version"]).replace("{own}", OWN).replace("{minor}", MINOR),
                        name="image-rules")
 
-    def go(*args, find_links=True, **kw):
+    def go(*args, find_links=True, extra_env=None, **kw):
         if find_links:
             args = args + ("--no-index", "--find-links", str(family["house"]))
-        return cli(*args, env=hermetic_pip_env(), pythonpath=[site], **kw)
+        return cli(*args, env={**hermetic_pip_env(), **(extra_env or {})}, pythonpath=[site], **kw)
 
     return go
 
@@ -227,3 +228,25 @@ def test_a_conflict_names_only_the_stages_whose_lines_conflict(run, tmp_path):
     assert "stage 't-b' (plugin 'image-rules') asks for six: six==1.17.0" in err, err
     assert "stage 't-c' (plugin 'image-rules') asks for six: six==1.16.0" in err, err
     assert "stage 't-a'" not in err, err
+
+
+@pytest.mark.parametrize("glibc", ["2.5", "2.16", "bookworm", "2.36.1"])
+def test_a_glibc_that_is_no_manylinux_version_is_refused_in_one_line(run, tmp_path, glibc):
+    proc = run("lock", "--target", "ir-bad", cwd=tmp_path, extra_env={"IR_GLIBC": glibc})
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        f"bake-plan: error: plugin 'image-rules', stage 'ir-bad', field 'glibc': '{glibc}' is not a glibc version "
+        "such as '2.36' (2.17 or later: the oldest manylinux, manylinux2014)"), proc.stderr
+    assert not (tmp_path / "locks").exists()
+
+
+def test_an_interpreter_that_does_not_say_its_markers_is_one_line(run, tmp_path):
+    fake = tmp_path / "fake-python"
+    fake.write_text("#!/bin/sh\necho 'bake-plan-python 3.9.1'\n")
+    fake.chmod(0o755)
+    proc = run("lock", "--target", "ir-interp", "--python", str(fake), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        f"bake-plan: error: --python {fake}: it printed its version but not its marker environment "
+        "(sys.implementation, platform)"), proc.stderr
+    assert not (tmp_path / "locks").exists()

@@ -93,7 +93,7 @@ def test_hcl_and_json_resolve_identically(buildx, cli, tmp_path):
 
 @pytest.mark.buildx
 def test_acceptance_print_upstream_pax_from_default_file(buildx_new, cli, tmp_path):
-    """The README flow: bake-plan in an empty directory, then `docker buildx bake --print upstream-pax`."""
+    """The first plan: bake-plan in an empty directory, then `docker buildx bake --print upstream-pax`."""
     cli("--target", "upstream-pax", cwd=tmp_path, check=True)
     assert (tmp_path / "docker-bake.hcl").is_file()
     printed = buildx_new.print_plan(tmp_path / "docker-bake.hcl", ["upstream-pax"], cwd=tmp_path)

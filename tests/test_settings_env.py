@@ -1,7 +1,7 @@
 """``BAKE_PLAN_<SETTING>`` environment variables: between the configuration file and the flags
 (defaults < file < environment < command line), each through the flag's own parser, shown by
 ``bake-plan config`` with its source, written in the plan's header; an empty one is unset and a
-misspelt one is warned about (README "Configuration", docs/security.md)."""
+misspelt one is warned about (docs/usage.md "Configuration", docs/security.md)."""
 
 from __future__ import annotations
 
@@ -261,7 +261,7 @@ def test_other_bake_plan_variables_match_the_modules_that_read_them():
     assert OTHER_VARIABLES == (sources.MANIFEST_ENV, sources.CHECKOUTS_ENV)
 
 
-def test_the_readme_lists_every_variable():
-    section = (ROOT / "README.md").read_text().split("## Configuration", 1)[1].split("\n## ", 1)[0]
+def test_the_usage_doc_lists_every_variable():
+    section = (ROOT / "docs" / "usage.md").read_text().split("## Configuration", 1)[1].split("\n## ", 1)[0]
     for variable in [*ENVIRONMENT.values(), ENV_PLUGINS_DISABLE, *OTHER_VARIABLES]:
         assert f"`{variable}`" in section, variable
