@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import secrets
+import uuid
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -129,3 +133,38 @@ def test_only_what_could_begin_a_secret_is_held_back():
     assert held_back("x: correct hor", ["correct horse battery"]) == len("correct hor")
     assert held_back("key -----BEGIN RS", []) == len("-----BEGIN RS")
     assert held_back("x" * 10000, []) == 4096  # a run with no space is held back up to a bound
+
+
+@pytest.mark.engine
+def test_on_the_engine_a_secret_a_step_prints_in_two_writes_is_never_shown_under_rawjson(cli, engine, make_plugin,
+                                                                                      tmp_path):
+    # A plain random value: no credential pattern would catch it, only the --secret's own value.
+    value = secrets.token_hex(20)
+    dockerfile = ("FROM busybox:1.36\n"
+                  "RUN --mount=type=secret,id=plain sh -c 'printf \"first: %s\" \"$(head -c 17 /run/secrets/plain)\"; "
+                  "sleep 2; printf \"%s :last\\n\" \"$(tail -c +18 /run/secrets/plain)\"; exit 7'\n")
+    site = make_plugin(f"""
+import os
+from bake import Stage, hookimpl
+@hookimpl
+def bake_plan_stages():
+    return [Stage(name="twowrites", image="twowrites", kind="single", context=os.path.dirname(__file__),
+                  base_image="busybox:1.36", platforms=("linux/amd64",), dockerfile_inline={dockerfile!r},
+                  args={{"NONCE": {uuid.uuid4().hex!r}}})]
+""", name="twowrites")
+    env = dict(os.environ, BAKE_PLAN_PLAIN=value)
+    proc = cli("build", "--target", "twowrites", "--registry", f"{engine.registry}/tw{uuid.uuid4().hex[:8]}",
+               "--date", "2026-11-29", "--base-image", f"busybox:1.36={engine.registry}/stand-in/busybox:latest",
+               "--secret", "id=plain,env=BAKE_PLAN_PLAIN", "--progress", "rawjson", "--sitrep-dir", "sitrep",
+               cwd=tmp_path, env=env, pythonpath=[site])
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("{")]
+    chunks = [json.loads(line)["logs"] for line in lines if '"logs"' in line]
+    printed = [base64.b64decode(e["data"]) for events in chunks for e in events]
+    # BuildKit sent the two writes as two chunks: the first went out without the value's start,
+    # held back until the second finished it
+    assert b"first: " in printed and any(p.startswith(b"<redacted> :last") for p in printed)
+    whole = b"".join(printed).decode()
+    assert "first: <redacted> :last" in whole  # the step's two writes, joined, the value redacted across them
+    assert value not in whole and value[:17] not in whole and value[17:] not in whole
+    assert value not in proc.stdout + proc.stderr
