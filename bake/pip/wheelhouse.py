@@ -11,14 +11,28 @@ What is downloaded, per lock spec (:func:`bake.pip.lock.lock_specs`):
 - what pip leaves out because it evaluates environment markers for the host's Python and machine
   (``tomli; python_version < "3.11"`` on a 3.11 host, for a 3.9 image): see :func:`_marker_closure`.
 
-Downloads use ``pip download --only-binary=:all: --platform … --python-version …
---implementation cp``, with the manylinux tags of the platform (:func:`platform_tags`), and
-pip's own configuration (index, proxy, certificates) plus the flags given. A pinned line that
-has no wheel for the platform is fetched as an sdist and built into a wheel on the host (right
-for pure-Python packages; a compiled one gets the host's tags and is only useful on a matching
-host). Files land in a temporary directory first; a wheel already in the wheelhouse with the same
-name and bytes is left untouched (same mtime), so BuildKit's transfer of the ``wheelhouse``
-context stays incremental (``docs/benchmarks.md``).
+Downloads use ``pip download --platform … --python-version … --implementation cp``, with the
+manylinux tags of the platform (:func:`platform_tags`), and pip's own configuration (index, proxy,
+certificates) plus the flags given: a lock's pins in one call per platform (``--prefer-binary
+--no-deps``: a pin with no wheel for the platform comes as its sdist in that same call), lines
+without a lock with their dependencies (``--only-binary=:all:``), every call side by side. The
+sdists are then built into wheels on the host in one ``pip wheel`` run (right for pure-Python
+packages; a compiled one gets the host's tags and is only useful on a matching host), by the pip
+of bake-plan's own environment (``sys.executable -m pip``, at least :data:`MIN_BUILD_PIP`; never
+the ``pip`` on ``PATH``). A pin that fails is named with pip's reason (:func:`pip_reason`), and
+what was downloaded is kept. Files land in a temporary directory first; a wheel already in the
+wheelhouse with the same name and bytes is left untouched (same mtime), so BuildKit's transfer of
+the ``wheelhouse`` context stays incremental (``docs/benchmarks.md``).
+
+Lock lines naming an in-image path are mapped to the host path the stages' ``host_paths``
+declare; those the image builds itself are left out with a note (:func:`requirement_lines`). A
+lock is checked as ``build --locked`` checks it (:func:`bake.pip.lock.checked_lock`), and no line
+with a ``${VARIABLE}`` reaches pip (:func:`bake.pip.requirements.refuse_variables`).
+
+Read back from the wheelhouse as untrusted input: its records (:class:`bake.owned.Record` checks
+every name), the layout's ``state.json`` (its digest must be a sha256 of a manifest blob
+bake-plan wrote, with those bytes), links (never followed). Two runs on one wheelhouse take turns
+at its layout (``flock``, :func:`oci_layout`).
 """
 
 from __future__ import annotations
