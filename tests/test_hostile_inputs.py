@@ -359,3 +359,94 @@ def test_a_graph_does_not_replace_a_lock(cli, tmp_path):
     (locks / "jax.txt").write_text("# bake-plan lock of 'jax'\nalpha==1.0\n")
     one_line_error(cli("graph", "--target", "jax", "-o", "locks/jax.txt", cwd=tmp_path), "locks/jax.txt")
     assert (locks / "jax.txt").read_text().endswith("alpha==1.0\n")
+
+
+# ---- plugins are never lost silently -----------------------------------------------------------
+
+ONE_STAGE = """
+from bake import Stage, hookimpl
+from bake.resources import stage_dir
+
+@hookimpl
+def bake_plan_stages():
+    return [Stage(name="{name}", image="{name}", parent="base", context=stage_dir("jax"))]
+"""
+
+
+def test_two_distributions_giving_one_entry_point_name_are_both_named(cli, make_plugin, tmp_path):
+    first = make_plugin(ONE_STAGE.format(name="first"), name="shared-name")
+    second = make_plugin(ONE_STAGE.format(name="second"), name="shared-name")
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    for target in ("first", "second"):
+        proc = cli("plan", "--target", target, "-o", "-", cwd=tmp_path, env=env, pythonpath=[first, second])
+        one_line_error(proc, "entry point 'shared-name'", "'bake_plan_test_plugin_", "uninstall one")
+        line = proc.stderr
+        assert line.count("'bake_plan_test_plugin_") == 2, line
+
+
+def test_a_distribution_reusing_a_builtin_entry_point_name_is_named_not_dropped(cli, make_plugin, tmp_path):
+    site = make_plugin(ONE_STAGE.format(name="mine"), name="jax")  # the name of a built-in plugin
+    proc = cli("plan", "--target", "mine", "-o", "-", cwd=tmp_path, pythonpath=[site],
+               env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
+    one_line_error(proc, "entry point 'jax'", "(bake_plan_test_plugin_")
+    assert "unknown target" not in proc.stderr
+
+
+def test_a_wrapper_around_the_stages_hook_is_honoured_and_can_change_the_result():
+    from bake import Stage, hookimpl
+    from bake.plan.plugins import Hooks, get_plugin_manager
+    from bake.resources import stage_dir
+
+    class Adds:
+        @hookimpl(wrapper=True)
+        def bake_plan_stages(self):
+            answers = yield
+            extra = [Stage(name="wrapped", image="wrapped", parent="base", context=stage_dir("jax"))]
+            # and it drops every stage of the plugin named upstream-t5x
+            return [a for a in answers if not any(getattr(s, "name", "") == "upstream-t5x" for s in a)] + [extra]
+
+    stages = Hooks(get_plugin_manager(plugins=[Adds()])).collect_stages()
+    assert "wrapped" in stages and stages["wrapped"].plugin == "Adds"
+    assert "upstream-t5x" not in stages and "upstream-pax" in stages
+
+
+def test_an_old_style_hookwrapper_around_a_policy_hook_changes_the_answer():
+    import datetime
+
+    from bake import hookimpl
+    from bake.api import make_plan
+    from bake.plan.compose import PlanOptions
+    from bake.plan.plugins import get_plugin_manager
+
+    class Suffix:
+        @hookimpl(hookwrapper=True)
+        def bake_plan_tags(self, stage, flavor, date):
+            outcome = yield
+            outcome.force_result([f"{tag}-wrapped" for tag in outcome.get_result()])
+
+    plan = make_plan(PlanOptions(targets=("jax",), date=datetime.date(2026, 11, 29), platforms=("linux/amd64",)),
+                     get_plugin_manager(plugins=[Suffix()])).plan["target"]
+    assert plan["jax"]["tags"] == ["ghcr.io/nvidia/jax:latest-wrapped-amd64",
+                                   "ghcr.io/nvidia/jax:nightly-2026-11-29-wrapped-amd64"]
+
+
+def test_a_wrapper_plugin_through_the_command_line_does_not_break_every_command(cli, make_plugin, tmp_path):
+    site = make_plugin("""
+        from bake import Stage, hookimpl
+        from bake.resources import stage_dir
+
+        @hookimpl(wrapper=True)
+        def bake_plan_stages():
+            answers = yield
+            return answers + [[Stage(name="from-wrapper", image="w", parent="base", context=stage_dir("jax"),
+                                     registry="ghcr.io/example")]]
+    """, name="wrapping")
+    proc = cli("plan", "--target", "from-wrapper", "-o", "-", "--format", "json", cwd=tmp_path, pythonpath=[site])
+    assert proc.returncode == 0, proc.stderr
+    assert "from-wrapper" in json_targets(proc.stdout)
+
+
+def json_targets(text):
+    import json
+
+    return json.loads(text)["target"]

@@ -26,7 +26,7 @@ import sys
 import zlib
 from typing import List, NamedTuple, Optional, Sequence
 
-from bake.errors import OutputError
+from bake.errors import OutputError, PluginError
 from bake.output import write_atomic
 from bake.plan.hookspecs import PROJECT as GROUP  # the entry-point group: [project.entry-points.bake_plan]
 
@@ -58,10 +58,11 @@ class EntryPoint(NamedTuple):
 
 def entry_points() -> List[EntryPoint]:
     """The installed ``bake_plan`` entry points, one per name, sorted by name (so the load order,
-    and so the hook order, does not depend on ``sys.path``); of two with one name, the later in
-    :func:`importlib.metadata.entry_points`'s order.
+    and so the hook order, does not depend on ``sys.path``).
 
     :returns: ``[EntryPoint(name, value, dist, source)]``; from the cache when its stamp holds.
+    :raises PluginError: two distributions give an entry point of one name (pluggy registers a
+        plugin by that name, so one would be dropped with its stages): both are named.
     """
     path = _cache_file()
     cached = _read(path)
@@ -89,8 +90,20 @@ def _scan() -> List[EntryPoint]:
         where = getattr(dist, "_path", None)  # PathDistribution: the *.dist-info directory
         # A distribution inside a zip has no file of its own to stamp: the zip on sys.path is stamped.
         source = os.path.join(where, "entry_points.txt") if isinstance(where, (str, os.PathLike)) else None
-        unique[ep.name] = EntryPoint(ep.name, ep.value, getattr(dist, "name", None), source)
+        found = EntryPoint(ep.name, ep.value, getattr(dist, "name", None), source)
+        other = unique.get(ep.name)
+        if other is not None and (other.dist, other.value) != (found.dist, found.value):
+            # One would be dropped and its stages would vanish ("unknown target"): say so instead.
+            raise PluginError(f"two installed distributions give the bake_plan entry point '{ep.name}': "
+                              f"{_who(other)} and {_who(found)}; uninstall one, or rename the entry point in "
+                              "one's [project.entry-points.bake_plan]")
+        unique.setdefault(ep.name, found)
     return [unique[name] for name in sorted(unique)]
+
+
+def _who(ep: EntryPoint) -> str:
+    """A distribution as the duplicate entry point's error names it: ``'name' (module:attr)``."""
+    return f"'{ep.dist or '?'}' ({ep.value})"
 
 
 def _cache_file() -> Optional[str]:

@@ -21,7 +21,7 @@ from bake.errors import PluginError, StageError
 from bake.plan import entrypoints, hookspecs
 from bake.plan.hookspecs import PROJECT
 from bake.plan.stage import ImageTest, Source, Stage
-from bake.plan.text import clipped
+from bake.plan.text import clipped, one_line
 from bake.plan.validate import validate
 
 # A dataclass constructor called with a field it does not have, or without a required one
@@ -191,27 +191,19 @@ class Hooks:
         :raises StageError: a stage is malformed, or two plugins define the same stage name.
         """
         stages: Dict[str, Stage] = {}
-        # Called one implementation at a time so every stage (and every failure) names its plugin.
-        for impl in reversed(self.pm.hook.bake_plan_stages.get_hookimpls()):
-            plugin = plugin_label(impl)
-            try:
-                with _stdout_to_stderr():
-                    returned = impl.function()
-            except TypeError as err:
-                raise PluginError(_constructor_error(plugin, err)) from None
-            except KeyboardInterrupt:
-                raise
-            except BaseException as err:  # SystemExit, GeneratorExit: still the plugin's, one line
-                raise PluginError(f"plugin '{plugin}' raised {type(err).__name__} in bake_plan_stages: {err}"
-                                  f"{disable_hint(impl.plugin_name)}") from None
-            if returned is None:
-                continue
-            if isinstance(returned, Stage) or not isinstance(returned, (list, tuple)):
-                raise PluginError(
-                    f"plugin '{plugin}': bake_plan_stages returned {type(returned).__name__}, expected a list of bake.Stage"
-                    f"{disable_hint(impl.plugin_name)}"
-                )
-            for item in returned:
+        returned, call = self._through_pluggy("bake_plan_stages")
+        # Each list is the plugin's whose implementation returned it; a list a hook wrapper put
+        # in pluggy's answer is the wrapper's (or "a hook wrapper" when there are several).
+        by_list = {id(answer): label for label, answer in call.answers}
+        if not isinstance(returned, list):  # a hook wrapper replaced pluggy's list of answers
+            raise PluginError(f"plugin '{call.wrapper_label}': its bake_plan_stages wrapper returned "
+                              f"{type(returned).__name__}, expected pluggy's list of answers (lists of bake.Stage)")
+        for answer in reversed(returned):  # pluggy answers last-registered first: plugins in load order
+            plugin = by_list.get(id(answer)) or call.wrapper_label
+            if isinstance(answer, Stage) or not isinstance(answer, (list, tuple)):
+                raise PluginError(f"plugin '{plugin}': bake_plan_stages returned {type(answer).__name__}, expected a "
+                                  f"list of bake.Stage{disable_hint(call.names.get(plugin))}")
+            for item in answer:
                 stage = validate(item, plugin)
                 if stage.name in stages:
                     other = stages[stage.name].plugin
@@ -221,18 +213,17 @@ class Hooks:
                 stages[stage.name] = stage
         return stages
 
-    def _call(self, hook: str, firstresult: bool = False, observe: Optional[Callable[[Optional[str]], None]] = None,
-              in_place: bool = False, **kwargs) -> Tuple[object, Optional[str]]:
-        """Call a hook's implementations in pluggy's order, one at a time, so a failure names its
-        plugin. Returns ``(answer, plugin name)``: for a ``firstresult`` hook the first answer that
-        is not ``None``, else the list of answers. With a hook wrapper registered, the hook is
-        called through pluggy as a whole and the plugin name is ``None``.
+    def _through_pluggy(self, hook: str, observe: Optional[Callable[[Optional[str]], None]] = None,
+                        in_place: bool = False, **kwargs) -> Tuple[object, "_Call"]:
+        """Call a hook through pluggy (``pm.hook.<hook>(**kwargs)``), so its order, ``firstresult``
+        and hook wrappers (``wrapper=True``, ``hookwrapper=True``) are pluggy's, with each plain
+        implementation guarded (:func:`_guarded`) so a failure, an answer and a change to a
+        watched target name the plugin whose implementation it was.
 
-        :param observe: called with the plugin name (``None`` through a hook wrapper) after each
-            implementation returns, so a caller can see what that call changed.
-        :param in_place: the hook changes what it is handed and answers nothing: an answer would
-            be lost, so it is a :class:`PluginError` (a plugin returning a new target instead).
-        :raises PluginError: an implementation raised, or changed a finished target (:meth:`watching`).
+        :returns: pluggy's answer (a list, or a ``firstresult`` hook's one answer) and the
+            :class:`_Call`, whose ``answers`` are ``[(plugin, answer)]`` in call order.
+        :raises PluginError: an implementation or a wrapper raised, returned an answer to an
+            ``in_place`` hook, or changed a finished target (:meth:`watching`).
         """
         stage = kwargs.get("stage")
         where = f" for stage '{stage.name}'" if stage is not None else ""
@@ -240,39 +231,43 @@ class Hooks:
             where += f", target '{kwargs['name']}'"
         caller = getattr(self.pm.hook, hook)
         impls = caller.get_hookimpls()
-        if any(impl.hookwrapper or impl.wrapper for impl in impls):
-            try:
-                with _stdout_to_stderr():
-                    answer = caller(**kwargs)
-            except KeyboardInterrupt:
-                raise
-            except BaseException as err:
-                raise PluginError(f"a plugin raised {type(err).__name__} in {hook}{where}: {err}") from None
+        wrappers = [impl for impl in impls if impl.hookwrapper or impl.wrapper]
+        for impl in impls:
+            if impl not in wrappers and not getattr(impl.function, _GUARDED, False):
+                impl.function = _guarded(impl)
+        call = _Call(self, hook, where, observe, in_place, wrappers)
+        _CALLS.append(call)
+        try:
+            with _stdout_to_stderr():
+                answer = caller(**kwargs)
+        except (PluginError, KeyboardInterrupt):
+            raise
+        except BaseException as err:  # raised by a wrapper (a plain implementation's is a PluginError)
+            who = f"plugin '{call.wrapper_label}'" if len(wrappers) == 1 else "a plugin (through a hook wrapper)"
+            raise PluginError(f"{who} raised {type(err).__name__} in {hook}{where}: {one_line(str(err))}") from None
+        finally:
+            _CALLS.pop()
+        if wrappers:  # what a wrapper changed after its implementations returned
             self._after(None, hook, where, observe)
+        return answer, call
+
+    def _call(self, hook: str, firstresult: bool = False, observe: Optional[Callable[[Optional[str]], None]] = None,
+              in_place: bool = False, **kwargs) -> Tuple[object, Optional[str]]:
+        """Call a hook through pluggy (:meth:`_through_pluggy`). Returns ``(answer, plugin name)``:
+        for a ``firstresult`` hook pluggy's answer and the plugin that gave it (``None`` when a
+        hook wrapper replaced it), else the list of answers and ``None``.
+
+        :param observe: called with the plugin name (``None`` for a hook wrapper) after each
+            implementation returns, so a caller can see what that call changed.
+        :param in_place: the hook changes what it is handed and answers nothing: an answer would
+            be lost, so it is a :class:`PluginError` (a plugin returning a new target instead).
+        :raises PluginError: an implementation raised, or changed a finished target (:meth:`watching`).
+        """
+        answer, call = self._through_pluggy(hook, observe=observe, in_place=in_place, **kwargs)
+        if not firstresult:
             return answer, None
-        answers = []
-        for impl in reversed(impls):
-            try:
-                with _stdout_to_stderr():
-                    answer = impl.function(*[kwargs[name] for name in impl.argnames])
-            except KeyboardInterrupt:
-                raise
-            except BaseException as err:
-                raise PluginError(
-                    f"plugin '{plugin_label(impl)}' raised {type(err).__name__} in {hook}{where}: {err}"
-                    f"{disable_hint(impl.plugin_name)}"
-                ) from None
-            self._after(plugin_label(impl), hook, where, observe)
-            if answer is None:
-                continue
-            if in_place:
-                raise PluginError(f"plugin '{plugin_label(impl)}' returned {type(answer).__name__} from {hook}{where}: "
-                                  "the hook changes the target it is handed in place and returns nothing "
-                                  "(a returned target is not used)")
-            if firstresult:
-                return answer, plugin_label(impl)
-            answers.append(answer)
-        return (None if firstresult else answers), None
+        plugin = next((label for label, given in call.answers if given is answer), None)
+        return answer, plugin
 
     def tags(self, stage: Stage, flavor: str, date: datetime.date) -> List[str]:
         """The tag policy's answer for one target. :raises PluginError: it raised or is not a list of strings."""
@@ -415,6 +410,65 @@ def changes(before: dict, after: dict) -> List[Tuple[str, Optional[str]]]:
 
 
 _MISSING = object()
+
+_GUARDED = "_bake_plan_guarded"
+"""Set on a hook implementation's function once :func:`_guarded` wraps it."""
+
+
+class _Call:
+    """One hook call under way through pluggy: what the guarded implementations need to name
+    their plugin in a failure, and the answers they gave, ``[(plugin, answer)]``."""
+
+    def __init__(self, hooks: "Hooks", hook: str, where: str, observe, in_place: bool, wrappers: list):
+        self.hooks, self.hook, self.where, self.observe, self.in_place = hooks, hook, where, observe, in_place
+        self.answers: List[Tuple[str, object]] = []
+        labels = [plugin_label(impl) for impl in wrappers]
+        self.wrapper_label = labels[0] if len(labels) == 1 else THROUGH_A_WRAPPER
+        self.names = {plugin_label(impl): impl.plugin_name for impl in getattr(self.hooks.pm.hook, hook).get_hookimpls()}
+
+
+_CALLS: List[_Call] = []
+"""The hook calls under way (a hook implementation may call another hook), innermost last."""
+
+
+def _guarded(impl) -> Callable:
+    """``impl``'s function as pluggy will call it: while :class:`Hooks` calls the hook, a failure
+    is one :class:`PluginError` line naming the plugin, its answer is recorded, and a change it
+    made to a watched target is checked (:meth:`Hooks._after`); called otherwise (``pm.hook`` by a
+    library user), it is the function itself."""
+    function = impl.function
+
+    def guard(*args):
+        call = _CALLS[-1] if _CALLS else None
+        if call is None:
+            return function(*args)
+        plugin = plugin_label(impl)
+        try:
+            answer = function(*args)
+        except KeyboardInterrupt:
+            raise
+        except PluginError:
+            raise
+        except TypeError as err:
+            if call.hook != "bake_plan_stages":
+                raise PluginError(f"plugin '{plugin}' raised TypeError in {call.hook}{call.where}: {err}"
+                                  f"{disable_hint(impl.plugin_name)}") from None
+            raise PluginError(_constructor_error(plugin, err)) from None
+        except BaseException as err:  # SystemExit, GeneratorExit: still the plugin's, one line
+            raise PluginError(f"plugin '{plugin}' raised {type(err).__name__} in {call.hook}{call.where}: {err}"
+                              f"{disable_hint(impl.plugin_name)}") from None
+        call.hooks._after(plugin, call.hook, call.where, call.observe)
+        if answer is not None:
+            if call.in_place:
+                raise PluginError(f"plugin '{plugin}' returned {type(answer).__name__} from {call.hook}{call.where}: "
+                                  "the hook changes the target it is handed in place and returns nothing "
+                                  "(a returned target is not used)")
+            call.answers.append((plugin, answer))
+        return answer
+
+    setattr(guard, _GUARDED, True)
+    guard.__wrapped__ = function
+    return guard
 
 
 def plugin_label(impl) -> str:
