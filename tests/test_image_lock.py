@@ -4,6 +4,7 @@ the lock files it writes are what ``--locked`` takes (:mod:`bake.pip.image_lock`
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -111,3 +112,11 @@ def test_the_compile_target_starts_from_the_meal_kit_and_writes_nothing_else(tmp
     assert target["output"] == [f"type=local,dest={tmp_path / 'jax'}"]
     assert plan["group"] == {"default": {"targets": ["jax" + SUFFIX]}}
     assert not any("cache-to" in t or "output" in t for name, t in plan["target"].items() if name != "jax" + SUFFIX)
+
+
+def test_an_image_of_another_python_than_the_chain_declares_is_refused():
+    composition = compose_plan(targets=["jax"], platforms=["linux/amd64"])
+    specs = [dataclasses.replace(spec, python="3.11") for spec in lock_specs(composition, "jax")]
+    with pytest.raises(LockError, match=r"has Python 3\.12\.1, the chain declares python = \"3\.11\""):
+        lock_texts(specs, {"jax": {"linux/amd64": ("a==1\n", "3.12.1")}})
+    assert "# bake-plan python: 3.11.4" in lock_texts(specs, {"jax": {"linux/amd64": ("a==1\n", "3.11.4")}})[0][1]

@@ -228,3 +228,23 @@ def test_a_wheel_built_in_the_image_is_locked_in_the_image_and_installed_locked(
                                           "pip", "freeze").stdout.splitlines())
         assert frozen == {k: v for k, v in lock.items() if k not in PIP_TOOLS_NAMES}, (platform, frozen, lock)
 
+
+
+def test_a_compile_that_fails_in_the_image_is_one_line_and_writes_no_lock(engine, cli, make_plugin, tmp_path):
+    """wb-child asks for ``wbdep<1``, the in-image wheel needs ``wbdep>=1``: the image's pip-compile
+    fails, ``lock --in-image`` exits 1 naming the stage, and no lock is written."""
+    site = make_plugin(_family(tmp_path, ("linux/amd64",)).replace('requirements=("wbtool",)',
+                                                                   'requirements=("wbtool", "wbdep<1")'),
+                       name="wheelfamily")
+    env = dict(os.environ, PYTHONPATH=str(site))
+    house = _wheelhouse(cli, env, ("linux/amd64",))
+    locks = tmp_path / "locks"
+    proc = _bake_plan("lock", "--in-image", "--target", "wb-child", "--locks-dir", str(locks), "--wheelhouse",
+                      str(house), "--base-image", f"{BASE}={engine.registry}/{STAND_IN}", "--config", os.devnull,
+                      "--quiet", cwd=tmp_path, env=env)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    first = proc.stderr.strip().splitlines()[0]
+    assert first.startswith("bake-plan: error: lock --in-image: the compile in the image of 'wb-child' failed: "), \
+        proc.stderr
+    assert "wbdep" in proc.stderr, proc.stderr  # pip-compile's own reason, from the step's output
+    assert "Traceback" not in proc.stderr and not list(locks.glob("*.txt"))

@@ -21,6 +21,7 @@ here is plain data in and out: this module does not import :mod:`bake.pip`.
 
 from __future__ import annotations
 
+import collections
 import copy
 import json
 import re
@@ -29,7 +30,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Optional, Sequence, Tuple
+from typing import Callable, Deque, Dict, Optional, Sequence, Tuple
 
 from bake.errors import LockError
 from bake.output import write_atomic
@@ -37,6 +38,15 @@ from bake.plan.names import target_name
 from bake.plan.render import read_paths
 from bake.resources import stages_dir
 from bake.run import engine
+
+STEP_LINES = 15
+"""How many of the last lines the build's steps printed a failed compile shows (pip-compile's reason)."""
+
+_STEP_LINE = re.compile(r"^#(\d+) (.*)$")
+"""A line of a step, as :class:`bake.run.progress.ProgressReader` shows it (``#12 text``)."""
+
+_STEP_STATUS = re.compile(r"^(DONE|CACHED|WARN:|sha256:|\[internal\]|transferring|resolve |naming |exporting )")
+"""A step's line that is buildx's status, not what the step printed."""
 
 SUFFIX = "-pip-compile"
 """The bake target of a stage's in-image compile: ``<stage>-pip-compile``."""
@@ -150,13 +160,29 @@ def compile_in_images(plan: dict, wanted: Dict[str, Sequence[str]], builder: Opt
                                    allow=read_paths(full) if grant else ())
         if grant:
             argv[2:2] = [f"--allow=fs.write={out_dir}"]
-        run = engine.bake(argv, tmp_path / "metadata.json", console=console, plan=full)
+        said: Dict[str, Deque[str]] = {}  # step number → its last lines, as the console showed them
+        state = {"blank": True, "failed": None}
+
+        def show(line: str) -> None:
+            step = _STEP_LINE.match(line.rstrip("\n"))
+            if step:
+                number, text = step.groups()
+                if text.startswith("ERROR:"):
+                    state["failed"] = state["failed"] or number
+                elif not state["blank"] and not _STEP_STATUS.match(text) and text.strip(" ^"):
+                    # not the step's name (shown after a blank line), buildx's status or a traceback's ^^^ marks
+                    said.setdefault(number, collections.deque(maxlen=STEP_LINES)).append(text.rstrip())
+            state["blank"] = not line.strip()
+            console(line)
+
+        run = engine.bake(argv, tmp_path / "metadata.json", console=show, plan=full)
         if run.interrupted:
             raise KeyboardInterrupt
         if run.returncode != 0:
             steps = [f"{target}: {instruction}" for target, _, instruction in run.failed_steps]
             raise LockError(f"lock --in-image: the compile in the image of "
-                            f"{', '.join(repr(s) for s in wanted)} failed: {run.error or 'buildx failed'}", steps)
+                            f"{', '.join(repr(s) for s in wanted)} failed: {run.error or 'buildx failed'}",
+                            [*steps, *said.get(state["failed"] or "", ())])
         compiled: Dict[str, Dict[str, Compiled]] = {}
         for stage, platforms in wanted.items():
             compiled[stage] = {}
