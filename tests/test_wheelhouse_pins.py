@@ -388,3 +388,22 @@ def test_two_plans_on_one_wheelhouse_do_not_refuse_each_others_layout(tmp_path):
         results = list(pool.map(_fill_layouts, [str(wh)] * 2, ["a", "b"], [15, 15]))
     assert results == ["", ""]
     assert oci_layout(str(wh)).startswith(f"oci-layout://{wh}/.bake-plan-oci@sha256:")
+
+
+def test_pip_and_pip_tools_come_from_the_cache_the_second_time(tmp_path, index, hermetic, monkeypatch):
+    """The pins are asked of pip every run; the tools' wheels, once fetched, are taken from
+    bake-plan's cache, checked against their recorded sha256 (a changed one: fetched again)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    spec = _spec(["alpha"])
+    _lock(tmp_path / "locks", spec, "alpha==1.0\n")
+    pip = ["--no-index", "--find-links", str(index)]
+    runs = []
+    for i in range(3):
+        run = Recording()
+        fill([spec], tmp_path / f"wh{i}", "3.11", locks_dir=tmp_path / "locks", pip_args=pip, runner=run)
+        runs.append(len(run.pip("download")))
+        assert (tmp_path / f"wh{i}" / "pip_tools-7.4.1-py3-none-any.whl").is_file()
+        if i == 1:
+            cached = next((tmp_path / "cache" / "bake-plan" / "wheelhouse-tools").glob("*/pip-25.2-py3-none-any.whl"))
+            cached.write_bytes(b"changed")
+    assert runs == [2, 1, 2]

@@ -291,8 +291,11 @@ def fill(specs: Sequence[LockSpec], out: Path, python_version: Optional[str], lo
                                      f"pip and pip-tools for Python {version} on {platform}", dest, list(TOOLS),
                                      False, (version, platform)))
         failure: Optional[LockError] = None
+        caches = {id(job): _tools_cache(job, pip_args) for job in jobs if job.lines == list(TOOLS)}
+        hits = {key for key, cache in caches.items() if cache is not None
+                and _from_cache(cache, next(job.dest for job in jobs if id(job) == key))}
         try:
-            _run_jobs(jobs, runner)
+            _run_jobs([job for job in jobs if id(job) not in hits], runner)
             failed = [job for job in jobs if job.failure is not None]
             if failed:
                 raise LockError(f"pip download failed for {failed[0].where}: {failed[0].failure}")
@@ -301,6 +304,8 @@ def fill(specs: Sequence[LockSpec], out: Path, python_version: Optional[str], lo
                     base = download_argv(*job.closure, job.dest, pip_args, python)
                     _marker_closure(base, job.lines, *job.closure, job.dest, Path(tmp), job.where, runner,
                                     python, pip_args, counts)
+                if caches.get(id(job)) is not None and id(job) not in hits:
+                    _to_cache(job.dest, caches[id(job)])
             sdists = _gather(jobs, staging)
             if sdists:
                 _build(sdists, staging, Path(tmp) / "built", python, pip_args, runner, counts)
@@ -312,6 +317,70 @@ def fill(specs: Sequence[LockSpec], out: Path, python_version: Optional[str], lo
             raise LockError(f"{failure}; the {counted(kept, 'wheel')} downloaded before it "
                             f"{'is' if kept == 1 else 'are'} kept in {out}" if kept else str(failure))
     return counts
+
+
+TOOLS_CACHE_DAYS = 7
+"""How long the wheels of :data:`TOOLS` for one Python, platform and set of pip options are taken
+from bake-plan's cache (``$XDG_CACHE_HOME/bake-plan/wheelhouse-tools/``) instead of asking pip
+again: their resolution is a second ``pip download`` beside the pins', and pip-tools is pinned."""
+
+
+def _tools_cache(job: _Job, pip_args: Sequence[str]) -> Optional[Path]:
+    """Where the wheels of ``job`` (a :data:`TOOLS` download) are kept between runs, or ``None``
+    when there is no cache directory (no absolute ``$XDG_CACHE_HOME`` and no home)."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        home = os.path.expanduser("~")
+        if not os.path.isabs(home) or not os.path.isdir(home):
+            return None
+        base = os.path.join(home, ".cache")
+    key = json.dumps([TOOLS, job.closure, list(pip_args)]).encode()
+    return Path(base, "bake-plan", "wheelhouse-tools", hashlib.sha256(key).hexdigest()[:24])
+
+
+def _from_cache(cache: Path, dest: Path) -> bool:
+    """Copy the cached wheels into ``dest``. Each is read back as untrusted: a plain ``*.whl`` name,
+    a regular file (no link), the sha256 its manifest says. :returns: whether all were there."""
+    import time
+
+    try:
+        manifest = cache / "manifest.json"
+        if time.time() - os.lstat(manifest).st_mtime > TOOLS_CACHE_DAYS * 86400:
+            return False
+        wheels = json.loads(_read_own(manifest))["wheels"]
+        if not isinstance(wheels, dict) or not wheels:
+            return False
+        for name, digest in wheels.items():
+            if not (isinstance(name, str) and name.endswith(".whl") and "/" not in name and not name.startswith(".")
+                    and isinstance(digest, str) and file_sha256(cache / name) == digest):
+                return False
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in wheels:
+            shutil.copyfile(cache / name, dest / name, follow_symlinks=False)
+        return True
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        return False
+
+
+def _to_cache(dest: Path, cache: Path) -> None:
+    """Keep the wheels of a :data:`TOOLS` download for later runs (best effort: a cache that cannot
+    be written is no error)."""
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        fresh = Path(tempfile.mkdtemp(prefix=".tools-", dir=cache.parent))
+    except OSError:
+        return
+    try:
+        wheels = {}
+        for path in sorted(dest.glob("*.whl")):
+            shutil.copyfile(path, fresh / path.name)
+            wheels[path.name] = file_sha256(fresh / path.name)
+        (fresh / "manifest.json").write_text(json.dumps({"wheels": wheels}), encoding="utf-8")
+        if kind_of(cache) == "directory":
+            shutil.rmtree(cache)
+        os.replace(fresh, cache)
+    except OSError:
+        shutil.rmtree(fresh, ignore_errors=True)
 
 
 def _requirements_file(dest: Path, lines: Sequence[str]) -> Path:
