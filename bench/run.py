@@ -109,6 +109,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--lock", action=argparse.BooleanOptionalAction, default=True,
                         help="also run the lock benchmark, bench/lock.py (default: yes)")
     parser.add_argument("--lock-set", default="jax", choices=("jax", "tiny"), help="the lock family's requirements")
+    parser.add_argument("--wheelhouse", action=argparse.BooleanOptionalAction, default=True,
+                        help="also run the wheelhouse benchmark, bench/wheelhouse.py, on the lock family (default: yes)")
     args = parser.parse_args(argv)
     for option in ("sizes", "config_sizes"):
         text = getattr(args, option)
@@ -349,11 +351,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   file=sys.stderr)
     import lock as lock_bench  # bench/lock.py, beside this script
 
+    import wheelhouse as wheelhouse_bench  # bench/wheelhouse.py, beside this script
+
     locks = lock_bench.measure(bake_plan, args.repeat, args.lock_set) if args.lock else []
+    houses = wheelhouse_bench.measure(bake_plan, args.repeat, args.lock_set) if args.wheelhouse else []
     load_after = os.getloadavg()
     info["load average (1 min)"] = f"{load_before[0]:.2f} before, {load_after[0]:.2f} after"
-    sys.stdout.write(report(results, info, args.markdown) + ("\n" + lock_bench.report(locks, args.markdown) if locks else ""))
-    return 1 if args.check and not all(ok for _, ok in checks(results) + lock_bench.checks(locks)) else 0
+    sys.stdout.write(report(results, info, args.markdown) + ("\n" + lock_bench.report(locks, args.markdown) if locks else "")
+                     + ("\n" + wheelhouse_bench.report(houses, args.markdown) if houses else ""))
+    met = checks(results) + lock_bench.checks(locks) + wheelhouse_bench.checks(houses)
+    return 1 if args.check and not all(ok for _, ok in met) else 0
 
 
 if __name__ == "__main__":

@@ -44,7 +44,8 @@ def test_bench_skips_b_above_print_up_to_and_plans_from_the_configuration(buildx
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "run.py"), "--sizes", "5,10", "--config-sizes", "10",
-                           "--print-up-to", "5", "--no-upstream", "--repeat", "1", "--markdown"],
+                           "--print-up-to", "5", "--no-upstream", "--repeat", "1", "--markdown",
+                           "--no-wheelhouse"],
                           capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr
     rows = {m.group(1): m.groups()[1:] for m in re.finditer(r"^\| (synthetic [^|]+?) \| (.+) \|$", proc.stdout, re.M)}
