@@ -238,7 +238,7 @@ def busybox(engine):
 def test_a_test_writing_400000_lines_keeps_its_time_bound(engine, busybox):
     from bake.run.engine import run_in_image
 
-    script = "i=0; while [ $i -lt 400000 ]; do echo e$i >&2; i=$((i+1)); done; echo done"
+    script = "i=0; while [ $i -lt 400000 ]; do echo e$i >&2; i=$((i+1)); done; echo done >&2"
     started = time.monotonic()
     ran = run_in_image(busybox, "linux/amd64", ["sh", "-c", script], 60, keep=20)
     took = time.monotonic() - started
@@ -308,3 +308,9 @@ def test_the_bounds_are_what_the_docs_say():
                         ("REMOVE_TIMEOUT_S", engine.REMOVE_TIMEOUT_S)):
         assert f"`{name}`" in security, name
         assert f"{value:,g}" in security or f"{value:g}" in security or f"{int(value):,}" in security, (name, value)
+
+
+def test_a_long_test_name_is_cut_in_the_summary_line_and_the_table():
+    block = sitrep.make_tests("leaf tests", [_result("x" * 100_000, output=["o"])])
+    assert len(block["summary"]) < 300 and block["summary"].endswith("x…)")
+    assert all(len(line) < 400 for line in sitrep.tests_markdown(block).splitlines())

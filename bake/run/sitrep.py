@@ -354,7 +354,8 @@ def make_tests(label: str, results: Sequence[dict]) -> dict:
     else:
         summary = f"{label}: {passed}/{len(results)} passed"
         if failing:
-            summary += " (failed: " + ", ".join(f"{r['stage']} {r['platform']} {r['test']}" for r in failing[:5])
+            summary += " (failed: " + ", ".join(f"{r['stage']} {r['platform']} {clipped(r['test'], NAME_CHARS)}"
+                                               for r in failing[:5])
             summary += f" and {len(failing) - 5} more)" if len(failing) > 5 else ")"
     return {"summary": summary, "badge_label": label, "outcome": FAIL if failing else PASS,
             "passed": passed, "failed": len(failing), "total": len(results), "results": list(results)}
