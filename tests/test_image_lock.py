@@ -120,3 +120,39 @@ def test_an_image_of_another_python_than_the_chain_declares_is_refused():
     with pytest.raises(LockError, match=r"has Python 3\.12\.1, the chain declares python = \"3\.11\""):
         lock_texts(specs, {"jax": {"linux/amd64": ("a==1\n", "3.12.1")}})
     assert "# bake-plan python: 3.11.4" in lock_texts(specs, {"jax": {"linux/amd64": ("a==1\n", "3.11.4")}})[0][1]
+
+
+def _write_requirements(tmp_path, *args):
+    import subprocess
+
+    from bake.resources import stages_dir
+
+    env = dict(os.environ, BAKE_PIP_TOOLS_D=str(tmp_path / "pip-tools.d"))
+    return subprocess.run(["bash", str(stages_dir() / "scripts" / "write-requirements.sh"), *args], env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_write_requirements_writes_a_line_per_wheel_built_in_the_image(tmp_path):
+    from conftest import make_wheel
+
+    dist = tmp_path / "dist"
+    make_wheel(dist, "nc_te", "0.1.0")
+    (dist / "jaxlib-0.4.30+cuda12-cp311-cp311-manylinux2014_x86_64.whl").write_bytes(b"")
+    (dist / "README").write_text("not a wheel")
+    proc = _write_requirements(tmp_path, "--wheels", "jax", f"{dist}/")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "pip-tools.d" / "requirements-jax.in").read_text().splitlines() == [
+        f"jaxlib @ file://{dist}/jaxlib-0.4.30+cuda12-cp311-cp311-manylinux2014_x86_64.whl",
+        f"nc-te @ file://{dist}/nc_te-0.1.0-py3-none-any.whl"]
+    again = _write_requirements(tmp_path, "--wheels", "jax", str(dist))  # a line already there is written once
+    assert again.returncode == 0 and len((tmp_path / "pip-tools.d" / "requirements-jax.in").read_text().splitlines()) == 2
+
+
+@pytest.mark.parametrize("where, says", [("missing", "no such directory"), ("empty", "no wheel (*.whl) there"),
+                                         ("relative", "give the directory as an absolute path")])
+def test_write_requirements_stops_the_meal_kit_without_a_wheel(tmp_path, where, says):
+    (tmp_path / "empty").mkdir()
+    directory = "dist" if where == "relative" else str(tmp_path / where)
+    proc = _write_requirements(tmp_path, "--wheels", "jax", directory)
+    assert proc.returncode == 1 and proc.stderr.startswith(f"bake-write-requirements: --wheels {directory}: {says}")
+    assert len(proc.stderr.strip().splitlines()) == 1

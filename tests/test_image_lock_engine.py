@@ -73,11 +73,7 @@ FROM scratch AS pip-lock
 
 FROM base AS mealkit
 COPY --from=wb-tool /opt/wb-tool/dist/ /opt/wb-tool/dist/
-RUN set -eu; \\
-    for whl in /opt/wb-tool/dist/*.whl; do \\
-      name="$(basename "$whl" | cut -d- -f1 | tr _ -)"; \\
-      bake-write-requirements wb-kit "${name} @ file://${whl}"; \\
-    done
+RUN bake-write-requirements --wheels wb-kit /opt/wb-tool/dist
 ARG REQUIREMENTS=""
 RUN bake-write-requirements wb-kit "${REQUIREMENTS}"
 
