@@ -97,6 +97,10 @@ def _plan_arguments() -> argparse.ArgumentParser:
     common.add_argument("--force", action="store_true",
                         help="replace the plan file even when bake-plan did not write it (a hand-written "
                              "docker-bake.hcl); without it such a file is left as it is and refused")
+    common.add_argument("--allow", action="append", metavar="ENTITLEMENT",
+                        help="grant the build a privilege a stage asks for (its entitlements), in buildx's "
+                             "spelling: network.host, security.insecure (repeatable; or allow = [...] in the "
+                             "configuration); without it such a plan is refused before buildx runs")
     common.add_argument("--locked", action="store_true",
                         help="the final stage of each --target installs exactly its lock from the locks "
                              "directory (made by `bake-plan lock`) instead of compiling")

@@ -48,7 +48,37 @@ def compose(settings: Settings, per_arch: bool = True) -> Composition:
         from bake.plan.metadata import inherit, read_bake_files
 
         inherit(composition, read_bake_files(settings.metadata_bake_files), settings.metadata_targets, arch=options.arch)
+    if settings.command in ("plan", "build"):
+        check_privileges(composition, settings.allow)
     return composition
+
+
+def check_privileges(composition: Composition, allowed) -> None:
+    """Every privilege beyond reading its contexts that a target asks buildx for (its
+    ``entitlements``, :func:`bake.plan.render.entitlements`) is one the user granted
+    (``--allow ENTITLEMENT``, ``allow = [...]``): a plugin cannot give its build the host's network
+    or an insecure sandbox on its own. Checked before the plan is written and before buildx runs.
+
+    :raises bake.errors.PrivilegeError: one line naming the plugin (the one whose
+        ``bake_plan_adjust_target`` set it, else the stage's), the stage, the target and the privilege.
+    """
+    from bake.errors import PrivilegeError
+    from bake.plan.compose import target_names
+    from bake.plan.plugins import THROUGH_A_WRAPPER
+    from bake.plan.render import entitlements
+
+    owners = {tname: stage for stage in composition.chain for tname, _ in target_names(stage)}
+    for tname, asked in entitlements(composition.plan).items():
+        for privilege in asked:
+            if privilege in allowed:
+                continue
+            stage = owners.get(tname)
+            plugin = composition.changed_by.get((tname, "entitlements", None)) or (stage.plugin if stage else "?")
+            who = "a plugin (through a hook wrapper)" if plugin == THROUGH_A_WRAPPER else f"plugin '{plugin}'"
+            raise PrivilegeError(
+                f"{who}, stage '{stage.name if stage else '?'}', target '{tname}': asks buildx for {privilege!r}, a "
+                f"privilege beyond reading its contexts; grant it with --allow {privilege} (or allow = "
+                f'["{privilege}"] in the configuration) if you trust the plugin with it')
 
 
 def write_plan(settings: Settings, composition: Composition, summary_to: TextIO) -> str:

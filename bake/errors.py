@@ -72,6 +72,12 @@ class ConfigError(UsageError):
     plugin, or a value of the wrong shape (exit 2). The message names the file and the key."""
 
 
+class PrivilegeError(UsageError):
+    """A plan asks buildx for a privilege beyond reading its contexts (an entitlement such as
+    ``network.host``) that the user did not grant (``--allow``, ``allow = [...]``): refused before
+    buildx runs (exit 2). The message names the plugin, the stage, the target and the privilege."""
+
+
 def did_you_mean(name: str, known, n: int = 3) -> str:
     """A hint such as ``"; did you mean 'args'?"`` with the nearest of ``known`` (difflib, case
     ignored), or ``""`` when nothing is near."""

@@ -450,3 +450,55 @@ def json_targets(text):
     import json
 
     return json.loads(text)["target"]
+
+
+# ---- privileges are granted by the user only -----------------------------------------------------
+
+ASKS = """
+from bake import hookimpl
+
+@hookimpl
+def bake_plan_adjust_target(stage, name, flavor, target):
+    if name == "{target}":
+        target["entitlements"] = ["{privilege}"]
+"""
+
+
+def test_a_plugin_asking_for_the_host_network_is_refused_before_buildx(cli, make_plugin, tmp_path):
+    site = make_plugin(ASKS.format(target="base-mealkit", privilege="network.host"), name="nethost")
+    for args in (("build", "--dry-run"), ("build",), ("plan",)):
+        proc = cli(*args, "--target", "jax", cwd=tmp_path, pythonpath=[site])
+        one_line_error(proc, "plugin 'nethost', stage 'base', target 'base-mealkit'", "'network.host'",
+                       "--allow network.host")
+        assert proc.stdout == ""
+        assert sorted(p.name for p in tmp_path.iterdir()) == [], args  # no plan, no reports
+
+
+def test_a_granted_privilege_is_in_the_header_and_the_printed_command(cli, make_plugin, tmp_path):
+    site = make_plugin(ASKS.format(target="base-mealkit", privilege="network.host"), name="nethost")
+    proc = cli("build", "--dry-run", "--target", "jax", "--allow", "network.host", cwd=tmp_path, pythonpath=[site])
+    if proc.returncode != 0 and "buildx" in proc.stderr:
+        pytest.skip(f"no buildx to print the command for: {proc.stderr.strip()}")
+    assert proc.returncode == 0, proc.stderr
+    assert " --allow=network.host " in proc.stdout and "security.insecure" not in proc.stdout
+    header = (tmp_path / "docker-bake.hcl").read_text().split("\n\n", 1)[0]
+    assert "--allow=network.host" in header and "security.insecure" not in header
+
+
+def test_a_privilege_granted_in_the_configuration_and_one_that_is_not(cli, make_plugin, tmp_path):
+    """The configuration key grants as the flag does; a privilege granted is not another one."""
+    site = make_plugin(ASKS.format(target="jax", privilege="security.insecure"), name="insecure")
+    (tmp_path / "bake-plan.toml").write_text('allow = ["network.host"]\n')
+    one_line_error(cli("plan", "--target", "jax", cwd=tmp_path, pythonpath=[site]),
+                   "plugin 'insecure', stage 'jax', target 'jax'", "'security.insecure'")
+    (tmp_path / "bake-plan.toml").write_text('allow = ["network.host", "security.insecure"]\n')
+    proc = cli("plan", "--target", "jax", cwd=tmp_path, pythonpath=[site])
+    assert proc.returncode == 0, proc.stderr
+    assert "--allow=security.insecure" in (tmp_path / "docker-bake.hcl").read_text()
+
+
+def test_an_unknown_privilege_is_a_usage_error(cli, tmp_path):
+    one_line_error(cli("plan", "--target", "jax", "--allow", "network.hots", cwd=tmp_path),
+                   "--allow: 'network.hots' is not a privilege", "did you mean 'network.host'")
+    (tmp_path / "bake-plan.toml").write_text('allow = ["device"]\n')
+    one_line_error(cli("plan", "--target", "jax", cwd=tmp_path), "bake-plan.toml", "'device'")

@@ -170,6 +170,10 @@ class Composition:
     inherited_tags: Dict[str, List[str]] = dataclasses.field(default_factory=dict)
     """Target → the tags it inherits from docker/metadata-action's bake file (``publish`` merges
     those too)."""
+    changed_by: Dict[Tuple[str, str, Optional[str]], str] = dataclasses.field(default_factory=dict)
+    """``(target, attribute, key)`` → the plugin whose ``bake_plan_adjust_target`` last changed it
+    (:data:`bake.plan.plugins.THROUGH_A_WRAPPER` through a wrapper), so a check made after
+    composing (the privileges a build is granted) can name it."""
 
 
 WHEELHOUSE = "wheelhouse"
@@ -485,7 +489,7 @@ def compose(stages: Dict[str, Stage], options: PlanOptions, hooks: Hooks) -> Com
             # <base>: each variant's last target (final or single); <base>-mealkit: each meal kit.
             groups[group] = {"targets": [t[-1 - index][0] for t in members]}
     plan = {"group": groups, "target": targets}
-    return Composition(plan=plan, chain=chain, requested=requested, stages=stages)
+    return Composition(plan=plan, chain=chain, requested=requested, stages=stages, changed_by=changed_by)
 
 
 def _check_registries(stages: Sequence[Stage]) -> None:

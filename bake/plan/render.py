@@ -27,7 +27,7 @@ import re
 import shlex
 import string
 from pathlib import Path
-from typing import Iterable, Iterator, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from bake.errors import BakePlanError
 from bake.owned import MARK
@@ -190,6 +190,25 @@ def read_paths(plan: dict) -> list:
 _OCI_LAYOUT = "oci-layout://"
 
 
+def entitlements(plan: dict) -> Dict[str, List[str]]:
+    """The privileges beyond reading its contexts each target of ``plan`` asks buildx for (its
+    ``entitlements``: ``network.host``, ``security.insecure``), target → sorted names; targets
+    that ask none are left out. A plan is written only once the user granted each
+    (``bake-plan --allow``), so these are also what the header and ``build`` grant
+    (``--allow=network.host``)."""
+    out = {}
+    for name, target in plan.get("target", {}).items():
+        asked = target.get("entitlements") or []
+        if isinstance(asked, (list, tuple)) and asked:
+            out[name] = sorted({str(e) for e in asked})
+    return out
+
+
+def granted(plan: dict) -> List[str]:
+    """Every privilege :func:`entitlements` finds in ``plan``, once, sorted."""
+    return sorted({e for asked in entitlements(plan).values() for e in asked})
+
+
 def shell_word(text: str) -> str:
     """``text`` as one word of a POSIX shell command line, on one line: ``shlex.quote``, or for
     text with a character that is not printable (a newline, a tab …) ``$'…'`` with escapes
@@ -248,7 +267,8 @@ def hcl_parts(plan: dict, template: Path, requested: Iterable[str],
     header = dict(
         version=__version__,
         # One shell word each (never through comment(), which would fold a path's own spaces).
-        allow=" ".join(shell_word(f"--allow=fs.read={d}") for d in read_paths(plan)),
+        allow=" ".join([*(shell_word(f"--allow=fs.read={d}") for d in read_paths(plan)),
+                        *(shell_word(f"--allow={e}") for e in granted(plan))]),
         requested=comment(", ".join(requested)),
         date=comment(created[:10]),
         environment=" ".join(f"{name}={shell_word(text)}" for name, text in environment) or "no setting",

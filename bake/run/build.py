@@ -15,7 +15,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 from bake.errors import OutputError, RunError, UsageError
 from bake.owned import Record
 from bake.plan.compose import DEFAULT_GROUP, Composition
-from bake.plan.render import read_paths
+from bake.plan.render import granted, read_paths
 from bake.plan.secrets import redact
 from bake.run import engine, sitrep
 from bake.run.progress import LiveConsole, RawRedactor
@@ -164,7 +164,7 @@ def bake_argv(composition: Composition, plan_file: Path, metadata_file: Path, pu
     return engine.bake_command(plan_file, [DEFAULT_GROUP], metadata_file, push=push, load=load, pull=pull,
                                builder=builder, extra_files=composition.bake_files,
                                allow=read_paths(composition.plan) if grant else (), progress=progress,
-                               no_cache=no_cache)
+                               no_cache=no_cache, entitlements=granted(composition.plan))
 
 
 def console_mode(progress: str, terminal: bool) -> str:

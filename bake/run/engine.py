@@ -129,6 +129,7 @@ def bake_command(
     allow: Sequence[str] = (),
     progress: str = "rawjson",
     no_cache: bool = False,
+    entitlements: Sequence[str] = (),
 ) -> List[str]:
     """The arguments after ``docker`` of ``docker buildx bake --file PLAN [--file EXTRA…]
     [--allow=fs.read=PATH…] --progress MODE --metadata-file F [--push] [--load] [--pull]
@@ -138,11 +139,14 @@ def bake_command(
         granted with ``--allow=fs.read=PATH`` (buildx 0.17+ asks before reading outside the
         working directory; older buildx refuses the flag: give it none, :data:`FS_ENTITLEMENTS`).
     :param progress: buildx's ``--progress`` word (``rawjson`` for :func:`bake`).
+    :param entitlements: the privileges the user granted that the plan asks for
+        (:func:`bake.plan.render.granted`), each as ``--allow=ENTITLEMENT``.
     """
     argv = ["buildx", "bake"]
     for name in (plan_file, *extra_files):
         argv += ["--file", str(name)]
     argv += [f"--allow=fs.read={path}" for path in allow]
+    argv += [f"--allow={entitlement}" for entitlement in entitlements]
     argv += ["--progress", progress, "--metadata-file", str(metadata_file)]
     argv += [flag for flag, wanted in (("--push", push), ("--load", load), ("--pull", pull), ("--no-cache", no_cache))
              if wanted]

@@ -90,6 +90,7 @@ SCHEMA: Dict[str, Any] = {
     "sbom": "bool",
     "sbom-generator": "value",
     "install": "value",
+    "allow": "strs",
     "plugins": {"enable": "strs", "disable": "strs"},
     "stages": ("each", _STAGE),
 }

@@ -43,6 +43,7 @@ FLAGS = {
     "sbom": "--sbom",
     "sbom-generator": "--sbom-generator",
     "progress": "--progress",
+    "allow": "--allow",
 }
 """Configuration keys a command-line flag can set too, and the flag."""
 
@@ -53,6 +54,7 @@ _FLAG_VALUES = {  # configuration key → the command line's name for it (argpar
     "wheelhouse": "wheelhouse",
     "provenance": "provenance", "sbom": "sbom", "sbom-generator": "sbom_generator",
     "progress": "progress",
+    "allow": "allow",
 }
 
 DEFAULTS: Dict[str, Any] = {
@@ -69,6 +71,7 @@ DEFAULTS: Dict[str, Any] = {
     "sbom": False,
     "sbom-generator": DEFAULT_SBOM_GENERATOR,
     "progress": "auto",  # build: tty on a terminal, else plain
+    "allow": (),  # no privilege beyond reading the contexts
     "install": None,  # the CI workflow's bake-plan: how this one was installed (bake.version)
     "plugins.enable": None,  # every installed plugin
     "plugins.disable": (),
@@ -171,6 +174,8 @@ class Settings:
     metadata_targets: Tuple[str, ...] = ()
     blocked_plugins: Tuple[str, ...] = ()
     not_secret: FrozenSet[str] = frozenset()
+    allow: Tuple[str, ...] = ()
+    """The privileges granted to the build beyond reading its contexts (``--allow``, ``allow``)."""
     environment: Tuple[Tuple[str, str], ...] = ()
     warnings: Tuple[str, ...] = ()
     cache_branch: Optional[str] = None
@@ -321,7 +326,7 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
         targets=targets, platforms=provenance["platforms"].value, registry=provenance["registry"].value,
         date=date, date_source=date_source, base_images=tuple(provenance["base-images"].value.items()),
         cache_from_branch=provenance["cache-from-branch"].value, metadata_targets=provenance["metadata-targets"].value,
-        blocked_plugins=blocked, not_secret=frozenset(flag("not_secret") or ()),
+        blocked_plugins=blocked, not_secret=frozenset(flag("not_secret") or ()), allow=provenance["allow"].value,
         environment=environment, warnings=warnings,
         cache_branch=values.branch(cache_branch, "--cache-branch") if cache_branch is not None else None,
         from_registry=bool(flag("from_registry")), digests=digests, parents=parents, secrets=secrets,
@@ -434,6 +439,8 @@ def _parse(key: str, value: Any, where: str, base: Optional[Path] = None) -> Any
         return values.install_requirement(value, where)
     if key in ("targets", "metadata-targets"):
         return values.names(value, where, "target name")
+    if key == "allow":
+        return values.entitlements(value, where)
     return value
 
 

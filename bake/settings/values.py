@@ -58,6 +58,30 @@ def registry(value: str, where: str) -> str:
         raise error(where, str(err)) from None
 
 
+ENTITLEMENTS = ("network.host", "security.insecure")
+"""The privileges beyond reading its contexts a build may be granted (``--allow``, ``allow = [...]``),
+in buildx's own spelling (``docker buildx bake --allow=network.host``)."""
+
+
+def entitlements(values: Sequence[str], where: str) -> Tuple[str, ...]:
+    """Privileges granted to the build: each one of :data:`ENTITLEMENTS` (a value may be a comma
+    list), de-duplicated, sorted.
+
+    :raises UsageError: (a flag, the environment) or :class:`ConfigError` (a file): an unknown
+        one, naming ``where`` and the known ones.
+    """
+    out = set()
+    for value in values:
+        for name in str(value).split(","):
+            name = name.strip()
+            if name not in ENTITLEMENTS:
+                hint = did_you_mean(name, ENTITLEMENTS) or ""
+                raise error(where, f"{name!r} is not a privilege bake-plan grants{hint} "
+                                   f"(buildx's entitlements: {', '.join(ENTITLEMENTS)})")
+            out.add(name)
+    return tuple(sorted(out))
+
+
 def platforms(values: Sequence[str], where: str) -> Tuple[str, ...]:
     """Normalised, de-duplicated ``os/arch[/variant]`` platforms; each value may be a comma list
     (``linux/amd64,linux/arm64``, as buildx's ``--platform`` takes it)."""
