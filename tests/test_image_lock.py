@@ -156,3 +156,12 @@ def test_write_requirements_stops_the_meal_kit_without_a_wheel(tmp_path, where, 
     proc = _write_requirements(tmp_path, "--wheels", "jax", directory)
     assert proc.returncode == 1 and proc.stderr.startswith(f"bake-write-requirements: --wheels {directory}: {says}")
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_an_out_of_date_lock_made_in_the_image_says_to_make_it_in_the_image_again(tmp_path):
+    composition = compose_plan(targets=["jax"], platforms=["linux/amd64"])
+    specs = lock_specs(composition, "jax")
+    text = lock_texts(specs, {"jax": {"linux/amd64": ("a==1\n", "3.10.12")}})[0][1]
+    (tmp_path / "jax.txt").write_text(text.replace(specs[0].digest, "0" * 64))
+    with pytest.raises(Exception, match=r"is out of date .*: run `bake-plan lock --in-image --target jax`"):
+        locked_contexts(composition, tmp_path)

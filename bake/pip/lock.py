@@ -858,6 +858,8 @@ def checked_lock(spec: LockSpec, locks_dir: Path, who: str = "--locked") -> str:
     except (OSError, ValueError):
         raise UsageError(f"{who}: no lock {path} for {spec.describe()}: {again}") from None
     head = read_header(text)
+    if any(r.endswith("(in the image)") for r in head.get("resolver", ())):  # made by lock --in-image
+        again = f"run `bake-plan lock --in-image --target {name}`"
     if head.get("target") != [name]:
         raise UsageError(f"{who}: {path} is not a bake-plan lock of '{name}': {again}")
     covered = [p.strip() for p in (head.get("platforms") or [""])[0].split(",") if p.strip()]
