@@ -471,9 +471,9 @@ def _lock_in_image(settings: Settings, composition: Composition) -> int:
 
     show_commands(_tracing(settings))
     specs = [spec for name in composition.requested for spec in lock_specs(composition, name)]
-    wanted: dict = {}
+    wanted: dict = {}  # stage → its platforms (a lock per arch is one spec per platform)
     for spec in specs:
-        wanted.setdefault(spec.target, []).extend(p for p in spec.platforms if p not in wanted.get(spec.target, []))
+        wanted[spec.target] = list(dict.fromkeys([*wanted.get(spec.target, ()), *spec.platforms]))
     informing = _informing(settings, sys.stderr)
     for name, platforms in wanted.items():
         print(f"bake-plan: locking '{name}' in its image ({', '.join(platforms)}): building its meal kits and "
