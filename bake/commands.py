@@ -444,6 +444,7 @@ def lock(settings: Settings) -> int:
             print(f"bake-plan: note: skipped {line.text!r} of {line.who()}: in-image path {line.missing} "
                   "has no host path (declare it in the stage's host_paths); the lock leaves it out",
                   file=sys.stderr)
+    _note_build_time_lines(settings, composition)
     results = resolve_all(specs, settings.pip_args, python=settings.python)  # uv runs side by side
     # Every lock compiled before any is written: a conflict in the second leaves the first as it was.
     for path, (spec, text) in zip(write_locks(results, Path(settings.locks_dir)), results):
@@ -454,6 +455,23 @@ def lock(settings: Settings) -> int:
                   "lines their Dockerfiles write at build time are not seen on the host "
                   "(`bake-plan lock --in-image` locks them)", file=sys.stderr)
     return 0
+
+
+def _note_build_time_lines(settings: Settings, composition: Composition) -> None:
+    """A note for each stage of a requested chain whose Dockerfile writes requirement lines at build
+    time (a wheel built in the image): a host lock cannot cover them, ``lock --in-image`` can."""
+    from bake.pip.image_lock import build_time_lines
+    from bake.pip.lock import lock_chain
+    from bake.plan.text import clipped
+
+    for name in composition.requested:
+        for stage in lock_chain(composition, name):
+            step = build_time_lines(stage)
+            if step:
+                print(f"bake-plan: note: stage '{stage.name}' (plugin '{stage.plugin}') writes requirement lines at "
+                      f"build time ({clipped(step, 80)}), which this lock cannot see; `build --locked` needs "
+                      f"the lock made in the image: bake-plan lock --in-image --target {name}",
+                      file=_informing(settings, sys.stderr))
 
 
 def _lock_in_image(settings: Settings, composition: Composition) -> int:

@@ -165,3 +165,49 @@ def test_an_out_of_date_lock_made_in_the_image_says_to_make_it_in_the_image_agai
     (tmp_path / "jax.txt").write_text(text.replace(specs[0].digest, "0" * 64))
     with pytest.raises(Exception, match=r"is out of date .*: run `bake-plan lock --in-image --target jax`"):
         locked_contexts(composition, tmp_path)
+
+
+def test_which_stages_write_requirement_lines_at_build_time():
+    from bake.pip.image_lock import build_time_lines
+
+    chain = {stage.name: stage for stage in compose_plan(targets=["upstream-pax"], platforms=["linux/amd64"]).chain}
+    assert build_time_lines(chain["jax"]).startswith('RUN set -eu; bake-write-requirements jax "-e file://')
+    assert build_time_lines(chain["base"]) is None  # only "${REQUIREMENTS}", the declared lines
+    assert build_time_lines(chain["te"]) is None  # a one-target stage writes no .in a final stage reads
+
+
+KIT_PLUGIN = """
+from bake import Stage, hookimpl
+
+@hookimpl
+def bake_plan_stages():
+    return [Stage(name="kit", image="kit", context={context!r}, base_image="python:3.11-slim-bookworm",
+                  python="3.11", requirements=("alpha",), registry="localhost:5000/me", platforms=("linux/amd64",))]
+"""
+
+KIT_DOCKERFILE = """FROM scratch AS pip-lock
+FROM ${BASE_IMAGE} AS mealkit
+ARG REQUIREMENTS=""
+RUN bake-write-requirements kit "${REQUIREMENTS}" && \\
+    bake-write-requirements --wheels kit /opt/kit/dist
+FROM mealkit AS final
+ARG BAKE_PIP_LOCKED
+RUN --mount=type=bind,from=pip-lock,target=/opt/pip-lock bake-pip-finalize
+"""
+
+
+def test_a_host_lock_of_a_chain_that_writes_lines_at_build_time_says_to_lock_in_the_image(cli, make_plugin, tmp_path):
+    from conftest import hermetic_pip_env, make_wheel
+
+    (tmp_path / "kit").mkdir()
+    (tmp_path / "kit" / "Dockerfile").write_text(KIT_DOCKERFILE)
+    make_wheel(tmp_path / "house", "alpha", "1.0")
+    site = make_plugin(KIT_PLUGIN.format(context=str(tmp_path / "kit")), name="kit-plugin")
+    proc = cli("lock", "--target", "kit", "--no-index", "-f", str(tmp_path / "house"), "--config", os.devnull,
+               cwd=tmp_path, env=hermetic_pip_env(), pythonpath=[site])
+    assert proc.returncode == 0, proc.stderr
+    [note] = [line for line in proc.stderr.splitlines() if line.startswith("bake-plan: note: ")]
+    assert note.startswith("bake-plan: note: stage 'kit' (plugin 'kit-plugin') writes requirement lines at build "
+                           "time (RUN bake-write-requirements kit \"${REQUIREMENTS}\" && bake-write-requirements "), note
+    assert note.endswith("…), which this lock cannot see; `build --locked` needs the lock made in the image: "
+                         "bake-plan lock --in-image --target kit"), note

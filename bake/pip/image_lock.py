@@ -15,10 +15,13 @@ One lock per stage when every platform compiled the same body, else one per arch
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Mapping, Sequence, Tuple
+import re
+from typing import List, Mapping, Optional, Sequence, Tuple
 
 from bake.errors import LockError
 from bake.pip.lock import HEADER, LockSpec, header
+from bake.plan import dockerfile
+from bake.plan.stage import Stage
 
 RESOLVER = "pip-compile (in the image)"
 """The ``# bake-plan resolver:`` of a lock made in the image."""
@@ -70,3 +73,25 @@ def lock_texts(specs: Sequence[LockSpec],
         else:
             out += [(spec.for_platform(p), lock_text(spec.for_platform(p), *mine[p])) for p in spec.platforms]
     return out
+
+
+_WRITE = re.compile(r"bake-write-requirements\s+(?:--wheels\b|[^\s;&|]+\s+(?P<lines>[^\s;&|]+))")
+_DECLARED = {'"${REQUIREMENTS}"', '"$REQUIREMENTS"', "${REQUIREMENTS}", "$REQUIREMENTS"}
+
+
+def build_time_lines(stage: Stage) -> Optional[str]:
+    """The first ``RUN`` of ``stage``'s Dockerfile that writes requirement lines the stage does not
+    declare (``bake-write-requirements --wheels …``, or lines other than ``"${REQUIREMENTS}"``): lines
+    only the image's own compile sees, which a host lock cannot cover. ``None`` when there is no
+    such step, for a one-target stage, or when the Dockerfile cannot be read here (a remote context).
+    """
+    if stage.kind != "mealkit":
+        return None
+    text = dockerfile.read(stage.context, stage.dockerfile, stage.dockerfile_inline)
+    for instruction in dockerfile.instructions(text or ""):
+        if not instruction.upper().startswith("RUN "):
+            continue
+        for found in _WRITE.finditer(instruction):
+            if found.group("lines") is None or found.group("lines") not in _DECLARED:
+                return instruction
+    return None
