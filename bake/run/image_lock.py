@@ -110,7 +110,18 @@ def compile_target(plan: dict, stage: str, platforms: Sequence[str], dest: Path)
     args = {key: value for key, value in final.get("args", {}).items() if key.startswith("PIP_")}
     args["BAKE_PLAN_LOCK_RUN"] = f"{time.time_ns()}"
     return {"context": str(stages_dir() / "scripts"), "dockerfile-inline": DOCKERFILE, "contexts": contexts,
-            "args": args, "platforms": list(platforms), "output": [f"type=local,dest={dest}"]}
+            "args": args, "platforms": list(platforms), "output": [_csv_row("type=local", f"dest={dest}")]}
+
+
+def _csv_row(*fields: str) -> str:
+    """``fields`` as one CSV row, as buildx reads an ``output`` entry (a path with a comma or a quote
+    stays one field)."""
+    import csv
+    import io
+
+    out = io.StringIO()
+    csv.writer(out, lineterminator="").writerow(fields)
+    return out.getvalue()
 
 
 def lock_plan(plan: dict, wanted: Dict[str, Sequence[str]], out_dir: Path) -> dict:
