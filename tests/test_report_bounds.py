@@ -314,3 +314,48 @@ def test_a_long_test_name_is_cut_in_the_summary_line_and_the_table():
     block = sitrep.make_tests("leaf tests", [_result("x" * 100_000, output=["o"])])
     assert len(block["summary"]) < 300 and block["summary"].endswith("x…)")
     assert all(len(line) < 400 for line in sitrep.tests_markdown(block).splitlines())
+
+
+@pytest.fixture
+def silent_engine(tmp_path, monkeypatch):
+    """``DOCKER_HOST``: a Unix socket that accepts and never answers."""
+    import shutil
+    import socket
+    import threading
+
+    if shutil.which("docker") is None:
+        pytest.skip("no docker CLI")
+    path = tmp_path / "silent.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen(16)
+    held, stop = [], threading.Event()
+
+    def accept():
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{path}")
+    yield
+    stop.set()
+    thread.join(5)
+    for conn in held:
+        conn.close()
+    server.close()
+
+
+def test_the_engines_own_calls_are_bounded_too(silent_engine, monkeypatch):
+    from bake.run import engine
+
+    monkeypatch.setattr(engine, "ENGINE_TIMEOUT_S", 2.0)
+    started = time.monotonic()
+    with pytest.raises(engine.EngineError, match=r"^docker image inspect r/x:latest: the Docker engine did not answer "
+                                                 r"within 2 s$"):
+        engine.local_image_exists("r/x:latest")
+    assert time.monotonic() - started < 20

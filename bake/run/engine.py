@@ -60,6 +60,18 @@ def _registry_docker(timeout_s: float):
     return DockerClient(client_call=["timeout", "--kill-after=5", f"{timeout_s:g}", "docker"])
 
 
+def _engine_docker():
+    """A python-on-whales client for calls the engine alone answers (``buildx inspect``,
+    ``image inspect``, ``bake --print``…), each bounded by :data:`ENGINE_TIMEOUT_S`."""
+    return _registry_docker(ENGINE_TIMEOUT_S)
+
+
+def _raise_if_engine_silent(err, what: str) -> None:
+    """For a call made through :func:`_engine_docker`: :raises EngineError: it ran out of time."""
+    if getattr(err, "return_code", None) == _TIMED_OUT:
+        raise EngineError(f"{what}: the Docker engine did not answer within {ENGINE_TIMEOUT_S:g} s") from None
+
+
 def _registry_of(ref: str) -> str:
     """The registry host of an image reference (``localhost:5555/x/y:t`` → ``localhost:5555``)."""
     first = ref.split("/", 1)[0]
@@ -332,12 +344,13 @@ def print_plan(plan_file: Path, targets: Sequence[str]) -> dict:
     :raises EngineError: the docker CLI or buildx is missing, or buildx refuses the plan (its last
         error line).
     """
-    from python_on_whales import DockerException, docker
+    from python_on_whales import DockerException
     from python_on_whales.client_config import ClientNotFoundError
 
     try:
-        return docker.buildx.bake(targets=list(targets), files=[str(plan_file)], print=True)
+        return _engine_docker().buildx.bake(targets=list(targets), files=[str(plan_file)], print=True)
     except DockerException as err:
+        _raise_if_engine_silent(err, f"buildx bake --print {plan_file}")
         _require_buildx_plugin(err.stderr or "")
         raise EngineError(f"buildx bake --print {plan_file}: {last_text_line(err.stderr or '') or err}") from None
     except (FileNotFoundError, ClientNotFoundError) as err:
@@ -432,10 +445,8 @@ def pushed_sizes(ref: str, timeout_s: float = REGISTRY_TIMEOUT_S) -> Dict[str, i
 def buildx_version() -> Optional[Tuple[int, int, int]]:
     """The version of the buildx the docker CLI runs (``docker buildx version``: ``github.com/docker/buildx
     v0.13.1 …`` or a distribution's ``0.29.1+ds1``), or ``None`` when it cannot be told."""
-    from python_on_whales import docker
-
     try:
-        words = docker.buildx.version().split()
+        words = _engine_docker().buildx.version().split()
     except Exception:  # no buildx, no docker CLI: bake itself says so, in its own words
         return None
     return _version_of(words[1]) if len(words) > 1 else None
@@ -643,11 +654,13 @@ def check_builder(name: str, given_as: str = "--builder") -> None:
     :raises bake.errors.UsageError: there is none of that name (exit 2, nothing was built), naming
         where it came from and the builders there are.
     """
-    from python_on_whales import DockerException, docker
+    from python_on_whales import DockerException
 
+    docker = _engine_docker()
     try:
         docker.buildx.inspect(name)
     except DockerException as err:
+        _raise_if_engine_silent(err, f"{given_as} {name!r}: docker buildx inspect")
         _require_buildx_plugin(err.stderr or "")
         try:
             known = ", ".join(b.name for b in docker.buildx.list())
@@ -677,11 +690,11 @@ def require_attestation_store(plan: dict, load: bool, builder: Optional[str],
     """
     if not any(target.get("attest") for target in plan.get("target", {}).values()):
         return
-    from python_on_whales import DockerException, docker
+    from python_on_whales import DockerException
 
     try:
         facts = facts or engine_facts()
-        driver = docker.buildx.inspect(builder).driver if not load else None
+        driver = _engine_docker().buildx.inspect(builder).driver if not load else None
     except DockerException:  # the build itself says what is wrong, in buildx's words
         return
     if facts is None:
@@ -1012,14 +1025,18 @@ def pull_image(ref: str, platform: str, timeout_s: float = PULL_TIMEOUT_S) -> No
 
 
 def local_image_exists(ref: str) -> bool:
-    """True when ``ref`` is in the engine's image store (``docker image inspect``).
+    """True when ``ref`` is in the engine's image store (``docker image inspect``, bounded by
+    :data:`ENGINE_TIMEOUT_S`).
 
-    :raises EngineError: the docker CLI is missing.
+    :raises EngineError: the docker CLI is missing, or the engine did not answer (in time).
     """
-    from python_on_whales import docker
+    from python_on_whales import DockerException
     from python_on_whales.client_config import ClientNotFoundError
 
     try:
-        return docker.image.exists(ref)
+        return _engine_docker().image.exists(ref)
+    except DockerException as err:
+        _raise_if_engine_silent(err, f"docker image inspect {ref}")
+        raise EngineError(f"docker image inspect {ref}: {_last_line(err)}") from None
     except (FileNotFoundError, ClientNotFoundError) as err:
         raise EngineError(f"the docker CLI was not found: {err}") from None
