@@ -69,8 +69,53 @@ def test_the_examples_use_only_options_their_command_takes(doc):
     assert checked >= (20 if doc == "docs/usage.md" else 5)
 
 
+def option_rows(parser):
+    """(option column, help column) rows of one command's table, from its parser."""
+    rows = []
+    for action in parser._actions:
+        if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+            continue
+        if not action.option_strings:
+            name = action.metavar or action.dest
+            choices = "|".join(action.choices) if action.choices else None
+            rows.append((f"`{choices or name}`" + (" …" if action.nargs in ("*", "+") else ""), action.help or ""))
+            continue
+        strings = list(action.option_strings)
+        if isinstance(action, argparse.BooleanOptionalAction):
+            shown = ", ".join(f"`{s}`" for s in strings)
+        else:
+            value = ""
+            if action.nargs != 0:
+                value = " " + ("|".join(action.choices) if action.choices else (action.metavar or action.dest.upper()))
+            shown = ", ".join(f"`{s}{value}`" for s in strings).replace("|", "\\|")
+        help = (action.help or "").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+        if action.choices and action.default not in (None, []) and action.option_strings and "default" not in help:
+            help += f" (default {action.default})"
+        rows.append((shown, help))
+    return rows
+
+
+def reference():
+    """The "Every option" tables, from the parser: ``python tests/test_usage_doc.py`` prints them
+    (paste a new flag's row from there)."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    out = []
+    for name in COMMANDS:
+        p = sub.choices[name]
+        out.append(f"### `bake-plan {name}`\n")
+        out.append("| option | what it does |\n|---|---|\n")
+        for shown, help in option_rows(p):
+            out.append(f"| {shown} | {' '.join(help.split()) or '—'} |\n")
+        out.append("\n")
+    return "".join(out)
+
 def test_a_flag_missing_from_the_table_is_caught(monkeypatch):
     """The check can fail: a table without one of the parser's flags."""
     global USAGE
     monkeypatch.setattr(__import__(__name__), "USAGE", USAGE.replace("| `--wave N` |", "| `wave` |"))
     assert "--wave" not in documented_options()["matrix"]
+
+
+if __name__ == "__main__":
+    print(reference())
