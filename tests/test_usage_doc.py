@@ -4,6 +4,7 @@ option" reference has a table per command whose options are exactly the parser's
 
 import argparse
 import re
+import sys
 
 import pytest
 from conftest import ROOT
@@ -110,10 +111,10 @@ def reference():
         out.append("\n")
     return "".join(out)
 
+
 def test_a_flag_missing_from_the_table_is_caught(monkeypatch):
     """The check can fail: a table without one of the parser's flags."""
-    global USAGE
-    monkeypatch.setattr(__import__(__name__), "USAGE", USAGE.replace("| `--wave N` |", "| `wave` |"))
+    monkeypatch.setattr(sys.modules[__name__], "USAGE", USAGE.replace("| `--wave N` |", "| `wave` |"))
     assert "--wave" not in documented_options()["matrix"]
 
 
