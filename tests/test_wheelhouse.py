@@ -261,7 +261,7 @@ def test_bad_python_version_is_one_line_exit_2(cli, tmp_path, version):
     assert not (tmp_path / "wheelhouse").exists()
 
 
-def test_a_pin_without_a_wheel_is_built_from_its_sdist(tmp_path):
+def test_a_pin_without_a_wheel_is_built_from_its_sdist(tmp_path, monkeypatch):
     """pip's side is faked (the real one is in tests/test_wheelhouse_pins.py): every pin in one
     ``pip download --prefer-binary --no-deps``, which brings the pin with no wheel as its sdist;
     then one ``pip wheel`` of the sdists, no download per pin."""
@@ -270,6 +270,7 @@ def test_a_pin_without_a_wheel_is_built_from_its_sdist(tmp_path):
     from bake.pip.lock import LockSpec, header
     from bake.pip.wheelhouse import fill
 
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # pip-tools' wheels not from a cache
     locks = tmp_path / "locks"
     locks.mkdir()
     spec = LockSpec("t", ("linux/amd64",), False, [])

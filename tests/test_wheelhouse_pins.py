@@ -97,14 +97,16 @@ def index(tmp_path):
 
 
 @pytest.fixture
-def hermetic(monkeypatch):
-    """The process environment without the machine's pip configuration (fill runs pip in it)."""
+def hermetic(monkeypatch, tmp_path):
+    """The process environment without the machine's pip configuration (fill runs pip in it), and
+    a cache of the test's own (pip-tools' wheels are kept there)."""
     env = hermetic_pip_env()
     for key in list(os.environ):
         if key not in env:
             monkeypatch.delenv(key)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
 
 
 def _spec(lines, host_paths=None, name="t"):
@@ -164,9 +166,10 @@ def test_a_failing_sdist_names_its_pin_and_pips_reason_and_keeps_the_rest(tmp_pa
     assert {"alpha-1.0-py3-none-any.whl", "gamma-1.0-py3-none-any.whl", "pip-25.2-py3-none-any.whl"} <= names
 
 
-def test_an_old_build_pip_is_refused_naming_its_version(tmp_path):
+def test_an_old_build_pip_is_refused_naming_its_version(tmp_path, monkeypatch):
     """The pip that builds sdists says 23.0.1 (Debian's venv): refused before any build, the
     downloaded wheels kept."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
     locks = tmp_path / "locks"
     spec = _spec(["alpha", "gamma"])
     _lock(locks, spec, "alpha==1.0\ngamma==1.0\n")

@@ -654,10 +654,15 @@ def oci_layout(wheelhouse: str) -> str:
     The layout is made anew only when the wheels' names, sizes or mtimes changed since
     (``state.json`` beside it); then the old blobs bake-plan wrote are removed. The layout's
     directories are made as real directories (no link followed), and only files in its record
-    (:class:`bake.owned.Record`) are replaced or removed.
+    (:class:`bake.owned.Record`) are replaced or removed. What is read back from the layout is
+    untrusted: the record's names must be plain names inside it (else it is refused), and
+    ``state.json``'s digest is taken only when it is a sha256 of a manifest blob bake-plan wrote
+    that still has those bytes. Two runs on one wheelhouse take turns (``flock`` on
+    :data:`LOCK_FILE`), so neither finds the other's blobs half recorded.
 
     :raises OutputError: the layout cannot be written (a read-only wheelhouse), a part of it is a
-        symbolic link, or a file bake-plan did not write is in the way.
+        symbolic link, a file bake-plan did not write is in the way, or its record names a path
+        out of it.
     """
     root = Path(wheelhouse)
     layout = root / LAYOUT_DIR
