@@ -18,7 +18,8 @@ from pathlib import PurePosixPath
 from typing import Dict, Mapping, Optional, Tuple
 
 from bake.errors import UsageError
-from bake.plan.requirement_lines import split_option, variable_reference
+from bake.plan.requirement_lines import split_option
+from bake.plan.text import expansion_fault
 
 # Options whose value is a path or URL that may point into the image.
 _LOCATION_OPTIONS = ("-e", "--editable", "-f", "--find-links", "-r", "--requirement", "-c", "--constraint",
@@ -46,17 +47,17 @@ PLATFORM_MACHINE = {
 def refuse_variables(line: str, where: str) -> None:
     """The one check of requirement text bake-plan hands to pip or uv on the host (``bake-plan
     lock``, ``bake-plan wheelhouse``): a ``${NAME}`` there is expanded by them from the environment
-    (``http://h/${CI_TOKEN}/x.git`` sends the token to ``h`` and prints it), so it is refused.
+    (``http://h/${CI_TOKEN}/x.git`` sends the token to ``h`` and prints it), so it is refused, by
+    the rule :func:`bake.plan.text.expansion_fault` keeps for every text uv and pip read.
 
     :param where: what the line is, for the message (``"stage 'x' (plugin 'p'), requirement line …"``).
     :raises UsageError: one line naming ``where`` and the reference.
     """
-    found = variable_reference(line)
-    if found is not None:
-        raise UsageError(f"{where}: {found!r} is an environment variable reference, which pip and uv expand "
-                         "on the host (its value would go to the host the line names, and into their output); "
-                         "bake-plan hands no such line to them: write the value itself, or give a secret as "
-                         "pip's configuration (PIP_INDEX_URL, a netrc) instead")
+    fault = expansion_fault(line)  # the one rule for text uv and pip read (bake.plan.text)
+    if fault is not None:
+        raise UsageError(f"{where} {fault} (sent to the host the line names, and printed); bake-plan hands "
+                         "no such line to them on the host: write the value itself, or give a secret "
+                         "through pip's configuration (PIP_INDEX_URL, a netrc)")
 
 
 def is_index_option(line: str) -> bool:

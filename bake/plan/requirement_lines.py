@@ -42,18 +42,6 @@ SIMPLE_REQUIREMENT = re.compile(
 _ARCHIVE = (".whl", ".zip", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar")
 
 
-_VARIABLE = re.compile(r"\$\{[^}\s]*\}?")
-
-
-def variable_reference(line: str) -> Optional[str]:
-    """The first ``${…}`` in ``line`` (``${CI_TOKEN}``), or ``None``. pip expands ``${NAME}`` in a
-    requirements file from the environment (uv too), so such a line would send a variable's value
-    (a token) to the host it names and print it: bake-plan refuses it before any line reaches pip
-    or uv on the host (:func:`bake.pip.requirements.refuse_variables`)."""
-    match = _VARIABLE.search(line)
-    return match.group(0) if match else None
-
-
 def split_option(line: str) -> Tuple[Optional[str], str]:
     """``("-e", "file:///opt/x")`` for ``-e file:///opt/x``; ``(None, line)`` for a line that is
     not an option. ``--opt value`` and ``--opt=value`` forms are accepted; the option comes back
@@ -71,8 +59,8 @@ def requirement_fault(line: str) -> Optional[str]:
     requirement must be per-requirement ones (``--hash=ALG:HEX`` with sha256/384/512); the
     requirement itself must parse as PEP 508 (packaging's words). Comments, bare paths, URLs,
     archives and lines with ``${VARIABLES}`` are left to pip (the image's pip; on the host,
-    :func:`variable_reference` refuses them before pip or uv reads them). The common PEP 508
-    shape (:data:`SIMPLE_REQUIREMENT`) passes without importing packaging.
+    :func:`bake.pip.requirements.refuse_variables` refuses them before pip or uv reads them).
+    The common PEP 508 shape (:data:`SIMPLE_REQUIREMENT`) passes without importing packaging.
     """
     if SIMPLE_REQUIREMENT.match(line):  # most lines: nothing more to ask
         return None
