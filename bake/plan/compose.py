@@ -14,6 +14,7 @@ from typing import Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 from bake.errors import PluginError, StageError, UsageError, did_you_mean
 from bake.plan.checks import check_plan
 from bake.plan.dockerfile import instructions
+from bake.plan.inputs import label_targets
 from bake.plan.names import (
     arch_of,
     check_repository,
@@ -174,6 +175,9 @@ class Composition:
     """``(target, attribute, key)`` → the plugin whose ``bake_plan_adjust_target`` last changed it
     (:data:`bake.plan.plugins.THROUGH_A_WRAPPER` through a wrapper), so a check made after
     composing (the privileges a build is granted) can name it."""
+    input_digests: Dict[str, str] = dataclasses.field(default_factory=dict)
+    """Bake target name → its input digest, ``sha256:<hex>`` (:mod:`bake.plan.inputs`; also its
+    ``io.bake-plan.input-digest`` label)."""
 
 
 WHEELHOUSE = "wheelhouse"
@@ -479,6 +483,7 @@ def compose(stages: Dict[str, Stage], options: PlanOptions, hooks: Hooks) -> Com
 
     check_plan({"target": targets}, owners, culprit, options.not_secret)
     _check_unique_tags(targets, owners)
+    input_digests = label_targets(targets)  # after every hook: what a plugin changed counts too
 
     groups = {DEFAULT_GROUP: {"targets": list(targets)}}
     for base, names in variant_groups({s.name: s for s in chain}).items():
@@ -489,7 +494,8 @@ def compose(stages: Dict[str, Stage], options: PlanOptions, hooks: Hooks) -> Com
             # <base>: each variant's last target (final or single); <base>-mealkit: each meal kit.
             groups[group] = {"targets": [t[-1 - index][0] for t in members]}
     plan = {"group": groups, "target": targets}
-    return Composition(plan=plan, chain=chain, requested=requested, stages=stages, changed_by=changed_by)
+    return Composition(plan=plan, chain=chain, requested=requested, stages=stages, changed_by=changed_by,
+                       input_digests=input_digests)
 
 
 def _check_registries(stages: Sequence[Stage]) -> None:

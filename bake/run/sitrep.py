@@ -19,6 +19,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set
 
 from bake.plan import dockerfile
 from bake.plan.compose import sbom_generators
+from bake.plan.inputs import INPUT_DIGEST_LABEL
 from bake.plan.names import normalise_reference
 from bake.plan.secrets import shown
 from bake.plan.text import clipped, counted
@@ -227,6 +228,7 @@ def make_sitrep(
             "base_images": base_images(meta, sbom_generators(target), (images or {}).get(name, ()),
                                        target.get("platforms", ()), resolve),
             "digest": meta.get("containerimage.digest"),
+            "input_digest": (target.get("labels") or {}).get(INPUT_DIGEST_LABEL),
             "duration_s": None,
             "steps_cached": None,
             "steps_run": None,
