@@ -523,14 +523,15 @@ def wheelhouse(settings: Settings) -> int:
     from pathlib import Path
 
     from bake.pip.lock import lock_specs
-    from bake.pip.wheelhouse import fill
+    from bake.pip.wheelhouse import default_tools_cache, fill
 
     composition = compose(settings)
     specs = [spec for name in composition.requested for spec in lock_specs(composition, name)]
     out = Path(settings.output or settings.wheelhouse or "wheelhouse").absolute()
     with no_empty_directory_left(out):
         counts = fill(specs, out, settings.python_version, locks_dir=Path(settings.locks_dir), pip_args=settings.pip_args,
-                      report=lambda msg: print(f"bake-plan: {msg}", file=_informing(settings, sys.stderr)))
+                      report=lambda msg: print(f"bake-plan: {msg}", file=_informing(settings, sys.stderr)),
+                      tools_cache=default_tools_cache())
     print(f"bake-plan: wheelhouse {out}: {counted(counts['added'], 'wheel')} added, {counts['kept']} unchanged, "
           f"{counts['built']} built from sdists; build with --wheelhouse {out}")
     return 0

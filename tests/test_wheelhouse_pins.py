@@ -19,7 +19,7 @@ from conftest import hermetic_pip_env, make_wheel
 
 from bake.errors import LockError, OutputError, UsageError
 from bake.pip.lock import LockSpec, Line, header
-from bake.pip.wheelhouse import fill, oci_layout, pip_reason
+from bake.pip.wheelhouse import default_tools_cache, fill, oci_layout, pip_reason
 
 BACKEND = '''
 import base64, hashlib, os, zipfile
@@ -403,10 +403,14 @@ def test_pip_and_pip_tools_come_from_the_cache_the_second_time(tmp_path, index, 
     runs = []
     for i in range(3):
         run = Recording()
-        fill([spec], tmp_path / f"wh{i}", "3.11", locks_dir=tmp_path / "locks", pip_args=pip, runner=run)
+        fill([spec], tmp_path / f"wh{i}", "3.11", locks_dir=tmp_path / "locks", pip_args=pip, runner=run,
+             tools_cache=default_tools_cache())
         runs.append(len(run.pip("download")))
         assert (tmp_path / f"wh{i}" / "pip_tools-7.4.1-py3-none-any.whl").is_file()
         if i == 1:
             cached = next((tmp_path / "cache" / "bake-plan" / "wheelhouse-tools").glob("*/pip-25.2-py3-none-any.whl"))
             cached.write_bytes(b"changed")
     assert runs == [2, 1, 2]
+    run = Recording()  # without a cache (a library caller's default), pip is asked every time
+    fill([spec], tmp_path / "wh-none", "3.11", locks_dir=tmp_path / "locks", pip_args=pip, runner=run)
+    assert len(run.pip("download")) == 2

@@ -232,7 +232,7 @@ class _Job:
 
 def fill(specs: Sequence[LockSpec], out: Path, python_version: Optional[str], locks_dir: Optional[Path] = None,
          pip_args: Sequence[str] = (), python: str = sys.executable, runner: Runner = subprocess.run,
-         report: Callable[[str], None] = lambda msg: None) -> Dict[str, int]:
+         report: Callable[[str], None] = lambda msg: None, tools_cache: Optional[Path] = None) -> Dict[str, int]:
     """Download every wheel ``specs`` need into ``out`` (created), for ``python_version`` (default:
     the Python each chain's stage declares, else :data:`DEFAULT_PYTHON_VERSION`) and each spec's
     platforms, plus :data:`TOOLS`.
@@ -245,6 +245,8 @@ def fill(specs: Sequence[LockSpec], out: Path, python_version: Optional[str], lo
     (:data:`MIN_BUILD_PIP`). Whatever was downloaded or built is moved into ``out`` even when
     something else failed.
 
+    :param tools_cache: where the wheels of :data:`TOOLS` are kept between runs
+        (:func:`default_tools_cache`, which the command passes); ``None``: pip is asked every time.
     :returns: ``{"added": n, "kept": n, "built": n}``: wheels new in ``out``, already there with
         the same bytes (left untouched), and built on the host from an sdist.
     :raises LockError: pip could not find, download or build something: the pin or the spec,
@@ -291,7 +293,8 @@ def fill(specs: Sequence[LockSpec], out: Path, python_version: Optional[str], lo
                                      f"pip and pip-tools for Python {version} on {platform}", dest, list(TOOLS),
                                      False, (version, platform)))
         failure: Optional[LockError] = None
-        caches = {id(job): _tools_cache(job, pip_args) for job in jobs if job.lines == list(TOOLS)}
+        caches = {id(job): _tools_cache(tools_cache, job, pip_args)
+                  for job in jobs if tools_cache is not None and job.lines == list(TOOLS)}
         hits = {key for key, cache in caches.items() if cache is not None
                 and _from_cache(cache, next(job.dest for job in jobs if id(job) == key))}
         try:
@@ -325,17 +328,24 @@ from bake-plan's cache (``$XDG_CACHE_HOME/bake-plan/wheelhouse-tools/``) instead
 again: their resolution is a second ``pip download`` beside the pins', and pip-tools is pinned."""
 
 
-def _tools_cache(job: _Job, pip_args: Sequence[str]) -> Optional[Path]:
-    """Where the wheels of ``job`` (a :data:`TOOLS` download) are kept between runs, or ``None``
-    when there is no cache directory (no absolute ``$XDG_CACHE_HOME`` and no home)."""
+def default_tools_cache() -> Optional[Path]:
+    """``$XDG_CACHE_HOME/bake-plan/wheelhouse-tools`` (``~/.cache`` by default), where ``bake-plan
+    wheelhouse`` keeps the wheels of :data:`TOOLS`; ``None`` when there is no cache directory (no
+    absolute ``$XDG_CACHE_HOME`` and no home)."""
     base = os.environ.get("XDG_CACHE_HOME", "")
     if not os.path.isabs(base):
         home = os.path.expanduser("~")
         if not os.path.isabs(home) or not os.path.isdir(home):
             return None
         base = os.path.join(home, ".cache")
+    return Path(base, "bake-plan", "wheelhouse-tools")
+
+
+def _tools_cache(root: Path, job: _Job, pip_args: Sequence[str]) -> Path:
+    """Where the wheels of ``job`` (a :data:`TOOLS` download) are kept: one directory per Python,
+    platform and set of pip options."""
     key = json.dumps([TOOLS, job.closure, list(pip_args)]).encode()
-    return Path(base, "bake-plan", "wheelhouse-tools", hashlib.sha256(key).hexdigest()[:24])
+    return root / hashlib.sha256(key).hexdigest()[:24]
 
 
 def _from_cache(cache: Path, dest: Path) -> bool:
