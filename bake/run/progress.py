@@ -8,15 +8,18 @@ Dockerfile excerpt of a failed step, ``ERROR: target X: …``, the entitlements 
 :class:`ProgressReader` merges every event on a digest into one :class:`Vertex` and from those
 records gives the console (plain-progress-like lines: ``#N [label] name``, its log lines,
 ``#N CACHED`` / ``#N DONE 1.2s`` / ``#N ERROR: …``; text lines as they came), and what the
-sitrep needs: failing targets and steps, exported digests, the last error line, and per target
-how many Dockerfile steps were cached and how many ran. Every console line has its control
+sitrep needs: failing targets and steps (with each failed step's last output lines), exported
+digests, the last error line, and per target how many Dockerfile steps were cached and how many
+ran, how long its build took within this command, the bytes of context sent, and the images it
+started from (docs/sitrep.md). Every console line has its control
 characters escaped (:func:`bake.plan.text.printable`); the caller redacts
 (:func:`bake.run.build.run_build` with :func:`bake.plan.secrets.redact`).
 
 BuildKit reports a vertex to the build of every target whose graph holds it, each time prefixed
 with that target's name (``[mx-leaf mealkit 1/2] RUN …`` may be ``mx-root-mealkit``'s step), and
 buildx leaves the name out when the bake has one target. A step's target is resolved from the
-plan with :func:`bake.run.sitrep.step_owner`, the same way for counts and for failures.
+plan with :func:`bake.run.sitrep.step_owner`, the same way for counts and for failures; a step
+is counted once, under one target (:meth:`ProgressReader.owner`).
 """
 
 from __future__ import annotations

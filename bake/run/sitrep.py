@@ -1,7 +1,10 @@
 """The situation report ("sitrep") of a build, in JAX-Toolbox's shape.
 
 Three files: ``sitrep.json`` (``summary``, ``badge_label``, ``outcome``, ``error``, per target:
-outcome, platforms, tags as buildx gave them, the base images with their digests, digest, compressed size per platform when pushed, duration in seconds, steps cached and run), a shields.io endpoint badge
+outcome, platforms, tags as buildx gave them, the base images with their digests, digest,
+compressed size per platform when pushed, duration in seconds, steps cached and run, bytes of
+context sent, failed steps with their last output lines; docs/sitrep.md gives each field's
+meaning and source), a shields.io endpoint badge
 (https://shields.io/badges/endpoint-badge: ``schemaVersion``, ``label``, ``message``, ``color``)
 and a Markdown summary fit for ``$GITHUB_STEP_SUMMARY``.
 
