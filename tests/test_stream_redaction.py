@@ -168,3 +168,19 @@ def bake_plan_stages():
     assert "first: <redacted> :last" in whole  # the step's two writes, joined, the value redacted across them
     assert value not in whole and value[:17] not in whole and value[17:] not in whole
     assert value not in proc.stdout + proc.stderr
+
+
+def test_a_key_file_is_redacted_line_by_line_across_chunks_and_in_linear_time():
+    import time
+
+    lines = [secrets.token_hex(32) for _ in range(2000)]
+    key = "-----BEGIN OPENSSH PRIVATE KEY-----\n" + "\n".join(lines) + "\n-----END OPENSSH PRIVATE KEY-----\n"
+    printed = "cat key:\n" + key
+    stream = StreamRedactor([key])
+    stream.feed("warm the patterns up\n")
+    started = time.monotonic()
+    out = [stream.feed(printed[at:at + 97]) for at in range(0, len(printed), 97)]  # cut inside every line
+    out.append(stream.finish())
+    assert time.monotonic() - started < 10
+    text = "".join(out)
+    assert not any(line in text for line in lines) and text.count("<redacted>") >= 2000

@@ -15,6 +15,7 @@ redaction every output goes through).
 
 from __future__ import annotations
 
+import bisect
 import csv
 import io
 import os
@@ -171,27 +172,27 @@ _SPACE_FREE_TAIL = re.compile(r"\S*\Z")
 _KEY_HEADER_TAIL = re.compile(r"-{1,5}(?:B(?:E(?:G(?:I(?:N(?: [A-Z0-9 ]*)?)?)?)?)?)?\Z")
 
 
-def _prefix_at_end(text: str, part: str) -> int:
-    """The length of the longest proper prefix of ``part`` that ``text`` ends with (the
-    Knuth-Morris-Pratt failure function of ``part`` run over ``text``'s tail: linear time)."""
-    tail = text[-(len(part) - 1):] if len(part) > 1 else ""
-    if not tail:
-        return 0
-    fail = [0] * len(part)
-    k = 0
-    for i in range(1, len(part)):
-        while k and part[i] != part[k]:
-            k = fail[k - 1]
-        if part[i] == part[k]:
-            k += 1
-        fail[i] = k
-    k = 0
-    for char in tail:  # shorter than part: k never reaches len(part)
-        while k and char != part[k]:
-            k = fail[k - 1]
-        if char == part[k]:
-            k += 1
-    return k
+@lru_cache(maxsize=8)
+def _line_parts(known: Tuple[str, ...]) -> Tuple[Tuple[str, ...], int]:
+    """The one-line texts :func:`redact` searches for ``known`` (:func:`_known_parts` but a
+    multi-line value whole: each of its lines is one of them), sorted, and the longest length."""
+    parts = tuple(sorted(p for p in _known_parts(known) if "\n" not in p and "\r" not in p))
+    return parts, max((len(p) for p in parts), default=0)
+
+
+def _known_prefix_at_end(text: str, known: Tuple[str, ...]) -> int:
+    """The length of the longest end of ``text`` that is a proper prefix of one of ``known``'s
+    one-line texts (:func:`_line_parts`); each candidate end is looked up in their sorted list
+    (a prefix sorts just before the texts it begins)."""
+    parts, longest = _line_parts(known)
+    for size in range(min(len(text), longest - 1), 0, -1):
+        end = text[-size:]
+        i = bisect.bisect_left(parts, end)
+        while i < len(parts) and parts[i].startswith(end):
+            if len(parts[i]) > size:
+                return size
+            i += 1
+    return 0
 
 
 def held_back(text: str, known: Iterable[str] = ()) -> int:
@@ -204,9 +205,7 @@ def held_back(text: str, known: Iterable[str] = ()) -> int:
     header = _KEY_HEADER_TAIL.search(text[-200:])
     if header:
         hold = max(hold, len(header.group()))
-    for part in _known_parts(tuple(v for v in known if v)):
-        hold = max(hold, _prefix_at_end(text, part))
-    return hold
+    return max(hold, _known_prefix_at_end(text, tuple(v for v in known if v)))
 
 
 def _matches(text: str, known: Tuple[str, ...]) -> List[Tuple[int, int]]:
