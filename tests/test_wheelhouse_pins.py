@@ -414,3 +414,27 @@ def test_pip_and_pip_tools_come_from_the_cache_the_second_time(tmp_path, index, 
     run = Recording()  # without a cache (a library caller's default), pip is asked every time
     fill([spec], tmp_path / "wh-none", "3.11", locks_dir=tmp_path / "locks", pip_args=pip, runner=run)
     assert len(run.pip("download")) == 2
+
+
+def test_a_failed_download_keeps_what_the_other_downloads_brought(tmp_path, index, hermetic):
+    """Two platforms: the arm64 pins fail (a pin with neither wheel nor sdist), the amd64 ones
+    and the tools come: the error names the platform and pip's reason, their wheels stay."""
+    spec = LockSpec("t", ("linux/amd64", "linux/arm64"), False, [Line("t", "p", "alpha", "alpha")], {}, None)
+    locks = tmp_path / "locks"
+    _lock(locks, spec, "alpha==1.0\n")
+    argv_of = []
+
+    def runner(argv, **kwargs):
+        argv_of.append(argv)
+        if "--no-deps" in argv and "manylinux2014_aarch64" in argv:
+            return subprocess.CompletedProcess(argv, 1, "", "ERROR: No matching distribution found for alpha==1.0\n")
+        return subprocess.run(argv, **kwargs)
+
+    with pytest.raises(LockError) as caught:
+        fill([spec], tmp_path / "wh", "3.11", locks_dir=locks, pip_args=["--no-index", "--find-links", str(index)],
+             runner=runner)
+    message = str(caught.value)
+    assert "pip download failed for 't' (linux/amd64, linux/arm64) for Python 3.11 on linux/arm64" in message
+    assert "No matching distribution found for alpha==1.0" in message and "kept in" in message
+    assert (tmp_path / "wh" / "alpha-1.0-py3-none-any.whl").is_file()
+    assert (tmp_path / "wh" / "pip_tools-7.4.1-py3-none-any.whl").is_file()

@@ -314,6 +314,7 @@ def fill(specs: Sequence[LockSpec], out: Path, python_version: Optional[str], lo
                 _build(sdists, staging, Path(tmp) / "built", python, pip_args, runner, counts)
         except LockError as err:
             failure = err
+            _gather(jobs, staging)  # the wheels the other downloads brought are kept too
         _move_in(staging, out, counts)
         if failure is not None:
             kept = counts["added"] + counts["kept"]
