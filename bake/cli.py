@@ -27,8 +27,8 @@ from bake.settings import values
 from bake.settings.merge import gather
 from bake.version import __version__
 
-COMMANDS = ("plan", "build", "publish", "matrix", "lock", "bump", "stages", "graph", "config", "wheelhouse",
-            "test", "lint", "completion")
+COMMANDS = ("plan", "build", "publish", "promote", "matrix", "lock", "bump", "stages", "graph", "config",
+            "wheelhouse", "test", "lint", "completion")
 DEFAULT_LOCKS_DIR = "locks"
 FORMATS = ("hcl", "json")
 GRAPH_FORMATS = ("mermaid", "markdown", "dot")
@@ -267,9 +267,33 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
                          help="stages or bake targets that inherit the metadata-action target")
     publish.add_argument("--dry-run", action="store_true",
                          help="check every per-arch image and list the tags it would create, creating none")
+    publish.add_argument("--sitrep", action="append", metavar="FILE",
+                         help="a build or test sitrep.json of the nightly (repeatable; a directory: every "
+                              "sitrep.json under it): floating tags (latest, mealkit) move only for images whose "
+                              "chain built and passed its tests on every arch; dated tags need every arch built")
+    publish.add_argument("--all-or-nothing", action="store_true",
+                         help="move no floating tag unless every image's can move; a move failing part-way "
+                              "puts the tags already moved back on their earlier digests")
     publish.add_argument("--format", choices=TEXT_FORMATS, default="text",
                          help="text: a line per tag; json: the lines go to stderr and stdout gets "
                               "{dry_run, tags: [{tag, digest, sources: [{ref, arch, digest}]}], missing}")
+
+    promote = sub.add_parser("promote", help="move the floating tags (latest, mealkit) of the targets' chains onto "
+                                             "one night's dated multi-arch images")
+    _selection_arguments(promote)
+    _not_secret_argument(promote)
+    promote.add_argument("--registry", help="registry/namespace the images were published to")
+    promote.add_argument("--date", help="YYYY-MM-DD of the night whose dated tags (nightly-DATE, mealkit-DATE) "
+                                        "the floating tags move onto")
+    promote.add_argument("--metadata-bake-file", action="append", default=[], metavar="FILE",
+                         help="docker/metadata-action's bake file of the publish job: its tags move too")
+    promote.add_argument("--metadata-targets", action="append", metavar="T",
+                         help="stages or bake targets that inherit the metadata-action target")
+    promote.add_argument("--force", action="store_true",
+                         help="move onto a night whose images did not pass publish --sitrep's gate (or were "
+                              "published without one)")
+    promote.add_argument("--dry-run", action="store_true",
+                         help="check the dated images and their gate, list the moves, move nothing")
 
     test = sub.add_parser("test", help="run the stages' image tests in their final images, per platform, "
                                        "and add the outcomes to the sitrep")
@@ -367,7 +391,14 @@ HELP = {
                 "Each tag's TAG-amd64 and TAG-arm64 become one manifest list. Every per-arch image is\n"
                 "checked first: if any is missing, no tag is created (exit 1).",
                 ["bake-plan publish --target upstream-pax --date 2026-11-29",
+                 "bake-plan publish --target upstream-pax --sitrep reports/ --all-or-nothing",
                  "bake-plan publish --target upstream-pax --dry-run --format json"]),
+    "promote": ("Move the floating tags of the targets' chains onto one night's dated images.\n"
+                "latest and mealkit of every image in the chain move onto nightly-DATE and\n"
+                "mealkit-DATE, all or nothing; a night whose images did not pass publish --sitrep's\n"
+                "gate is refused (exit 1) unless --force.",
+                ["bake-plan promote --target upstream-pax --date 2026-11-27",
+                 "bake-plan promote --target upstream-pax --date 2026-11-27 --dry-run"]),
     "test": ("Run the stages' image tests in their final images, per platform.\n"
              "Each test runs in a container of the image the build pushed (--local: loaded); the\n"
              "outcomes join sitrep.json and tests-badge.json. Exit 1 when a test failed.",
@@ -434,8 +465,8 @@ def _verbosity_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 TARGET_OPTIONS = ("--target", "-t")
-TARGET_OPTION_COMMANDS = ("plan", "build", "publish", "test", "matrix", "lock", "wheelhouse", "graph", "config",
-                          "lint")
+TARGET_OPTION_COMMANDS = ("plan", "build", "publish", "promote", "test", "matrix", "lock", "wheelhouse", "graph",
+                          "config", "lint")
 """The commands that take ``--target``/``-t``."""
 _FOLD = "\0"  # no command-line word holds a NUL (argv entries are C strings): the words split back exactly
 
@@ -514,6 +545,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 
 COMMAND_FUNCTIONS = {"plan": commands.plan, "build": commands.build, "publish": commands.publish,
+                     "promote": commands.promote,
                      "matrix": commands.matrix, "lock": commands.lock, "bump": commands.bump,
                      "stages": commands.stages, "graph": commands.graph, "config": commands.config,
                      "wheelhouse": commands.wheelhouse, "test": commands.test, "lint": commands.lint}

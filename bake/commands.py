@@ -230,15 +230,21 @@ def publish(settings: Settings) -> int:
     from bake.run import engine
     from bake.run.publish import manifests, missing_sources
     from bake.run.publish import publish as publish_all
+    from bake.run.retry import Retries
 
+    if settings.sitreps or settings.all_or_nothing:
+        return _publish_gated(settings)
     wanted = manifests(compose(settings, per_arch=False))
     as_json = settings.format == "json"
     lines = sys.stderr if as_json else sys.stdout
     digests: dict = {}  # per-arch ref → digest, from the one existence check of each
     engine.show_commands(_tracing(settings))
+    print("bake-plan: note: no gate applied (no --sitrep): every tag is published from its per-arch images",
+          file=_informing(settings, sys.stderr))
+    registry = _registry_calls(settings, Retries(), sys.stderr)
 
     def exists(ref: str) -> bool:
-        digests[ref] = engine.image_digest(ref)
+        digests[ref] = registry.digest(ref)
         return digests[ref] is not None
 
     def report(manifest) -> None:
@@ -255,7 +261,8 @@ def publish(settings: Settings) -> int:
                   f"  {engine.command_line(engine.imagetools_create_command(manifest.tag, manifest.sources))}",
                   file=lines, flush=True)
     else:
-        missing = publish_all(wanted, exists, engine.create_manifest, on_created=report)
+        missing = publish_all(wanted, exists, lambda tag, sources: registry.create(tag, sources, ()),
+                              on_created=report)
     if as_json:
         write_atomic("-", json.dumps(publish_report(wanted, digests, missing, settings.dry_run), indent=2) + "\n",
                      what="the publish report")
@@ -293,6 +300,186 @@ def test(settings: Settings) -> int:
                                 **({"echo": lambda line: None} if quiet else {}))
     print(f"bake-plan: {tests['summary']}", file=sys.stdout if tests["outcome"] == "pass" else sys.stderr)
     return 0 if tests["outcome"] == "pass" else 1
+
+
+def _registry_calls(settings: Settings, retries, stream: TextIO):
+    """:class:`bake.run.release.Registry` of :mod:`bake.run.engine`'s calls, each retried on a
+    passing failure (:func:`bake.run.retry.retrying`), each retry shown on ``stream``."""
+    from bake.run import engine
+    from bake.run.release import Registry
+    from bake.run.retry import retrying
+
+    def note(line: str) -> None:
+        print(f"bake-plan: retrying {line}", file=_informing(settings, stream), flush=True)
+
+    return Registry(
+        digest=lambda ref: retrying(lambda: engine.image_digest(ref), f"imagetools inspect {ref}", retries, note=note),
+        create=lambda tag, sources, notes: retrying(
+            lambda: engine.create_manifest(tag, sources, annotations=notes), f"imagetools create {tag}", retries,
+            note=note),
+        annotations=lambda ref: retrying(lambda: engine.index_annotations(ref), f"imagetools inspect --raw {ref}",
+                                         retries, note=note),
+    )
+
+
+def _publish_gated(settings: Settings) -> int:
+    """``publish --sitrep``/``--all-or-nothing`` (:func:`bake.run.release.publish_gated`): the
+    sitreps are read first (bad ones are exit 2 before the registry is asked anything), the gate
+    decides per image, dated tags are made, then floating tags moved. :returns: 0 every tag
+    published; 1 an image held back, a per-arch image missing, or a failure part-way (after the
+    rollback under ``--all-or-nothing``)."""
+    from bake.run import engine
+    from bake.run.gate import decide
+    from bake.run.publish import manifests
+    from bake.run.release import publish_gated, select
+    from bake.run.retry import Retries
+    from bake.settings.sitreps import read_sitreps
+
+    evidence = read_sitreps(settings.sitreps) if settings.sitreps else None
+    composition = compose(settings, per_arch=False)
+    wanted = manifests(composition)
+    decisions = decide(composition, evidence) if evidence is not None else None
+    as_json = settings.format == "json"
+    lines = sys.stderr if as_json else sys.stdout
+    engine.show_commands(_tracing(settings))
+    retries = Retries()
+    registry = _registry_calls(settings, retries, sys.stderr)
+    if decisions is None:
+        print("bake-plan: note: no gate applied (no --sitrep): every floating tag moves",
+              file=_informing(settings, sys.stderr))
+    held = {name: d for name, d in (decisions or {}).items() if not d.floating}
+    for name, decision in held.items():
+        print(f"held back {name}: {'; '.join(decision.reasons)}", file=lines, flush=True)
+    if held and settings.all_or_nothing:
+        print(f"bake-plan: --all-or-nothing: {counted(len(held), 'image')} held back, so no floating tag moves",
+              file=lines, flush=True)
+    dated, moving, kept = select(wanted, settings.date, decisions, settings.all_or_nothing)
+
+    def shown(sources) -> str:
+        return ", ".join(s.rsplit(":", 1)[-1] for s in sources)
+
+    if settings.dry_run:
+        for manifest in [*dated, *moving]:
+            print(f"would publish {manifest.tag} <- {shown(manifest.sources)}", file=lines, flush=True)
+        for manifest in kept:
+            print(f"would keep {manifest.tag} where it is (held back)", file=lines, flush=True)
+        if as_json:
+            write_atomic("-", json.dumps(_gated_report(settings, decisions, None, retries, dated, moving, kept),
+                                         indent=2) + "\n", what="the publish report")
+        return 1 if held else 0
+    outcome = publish_gated(wanted, settings.date, decisions, registry, settings.all_or_nothing,
+                            on_created=lambda tag, sources: print(f"published {tag} <- {shown(sources)}",
+                                                                  file=lines, flush=True))
+    for tag, digest in ([] if outcome.missing or outcome.failed else outcome.kept):
+        print(f"kept {tag} " + (f"on {digest}" if digest else "absent (it never existed)") + " (held back)",
+              file=lines, flush=True)
+    _print_rollback(outcome.rolled_back)
+    if retries.count:
+        print(f"bake-plan: {counted(retries.count, 'registry call')} retried ({retries.waited_s:g} s waited)",
+              file=_informing(settings, sys.stderr))
+    if as_json:
+        write_atomic("-", json.dumps(_gated_report(settings, decisions, outcome, retries, dated, moving, kept),
+                                     indent=2) + "\n", what="the publish report")
+    if outcome.missing:
+        print(f"bake-plan: error: not publishing: {len(outcome.missing)} per-arch image(s) missing; no tag was "
+              "created:", file=sys.stderr)
+        for ref in outcome.missing:
+            print(f"  missing {ref}", file=sys.stderr)
+        return 1
+    if outcome.failed:
+        done = "; the floating tags already moved were put back" if outcome.rolled_back else ""
+        print(f"bake-plan: error: {outcome.failed}; {len(outcome.created)} tag(s) were published before it{done}; "
+              "rerun the same `bake-plan publish` to finish", file=sys.stderr)
+        return 1
+    if held:
+        print(f"bake-plan: {counted(len(held), 'image')} held back: their floating tags did not move",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def promote(settings: Settings) -> int:
+    """``bake-plan promote``: move the floating tags of the requested chains' images onto the
+    dated multi-arch images of ``--date`` (:func:`bake.run.release.promote`), all or nothing.
+    :returns: 0 moved; 1 a dated image did not pass the gate (or has no record of one) and
+    ``--force`` was not given, or a move failed (the tags already moved were put back).
+    :raises bake.errors.UsageError: an image has no tag naming the date, or a dated image is not
+        in the registry (nothing moved)."""
+    from bake.errors import UsageError
+    from bake.run import engine
+    from bake.run.publish import manifests
+    from bake.run.release import Registry, promotions
+    from bake.run.release import promote as promote_all
+    from bake.run.retry import Retries
+
+    day = settings.date.isoformat()
+    moves, without = promotions(manifests(compose(settings, per_arch=False)), settings.date)
+    if without:
+        raise UsageError(f"{settings.where('date')} {day}: image {without[0]} has no tag naming that date"
+                         + (f" ({len(without) - 1} more)" if len(without) > 1 else ""))
+    engine.show_commands(_tracing(settings))
+    retries = Retries()
+    registry = _registry_calls(settings, retries, sys.stderr)
+    if settings.dry_run:
+        registry = Registry(digest=registry.digest, create=lambda tag, sources, notes: None,
+                            annotations=registry.annotations)
+    verb = "would move" if settings.dry_run else "moved"
+    outcome, refusals = promote_all(moves, registry, force=settings.force,
+                                    on_moved=lambda move, digest: print(f"{verb} {move.tag} -> {move.dated} ({digest})",
+                                                                        flush=True))
+    missing = [line for line in refusals if line.endswith("is not in the registry")]
+    if missing:
+        raise UsageError(f"{settings.where('date')} {day}: {missing[0]}: publish that night first; no tag moved",
+                         details=missing[1:])
+    if refusals:
+        print(f"bake-plan: error: not promoting {day}: {counted(len(refusals), 'image')} did not pass publish "
+              "--sitrep's gate (--force moves them all the same); no tag moved:", file=sys.stderr)
+        for line in refusals:
+            print(f"  {line}", file=sys.stderr)
+        return 1
+    _print_rollback(outcome.rolled_back)
+    if retries.count:
+        print(f"bake-plan: {counted(retries.count, 'registry call')} retried ({retries.waited_s:g} s waited)",
+              file=_informing(settings, sys.stderr))
+    if outcome.failed:
+        done = "; the tags already moved were put back" if outcome.rolled_back else ""
+        print(f"bake-plan: error: {outcome.failed}{done}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _print_rollback(rolled_back) -> None:
+    """One stderr line per tag a failed move put back (:attr:`bake.run.release.Outcome.rolled_back`)."""
+    from bake.run.engine import repository_of
+
+    words = {"restored": "put back {tag} on {digest}",
+             "new": "left {tag} on the new index: it did not exist before, so there is nothing to put back",
+             "failed": "could not put back {tag} on {digest}: move it by hand (docker buildx imagetools create "
+                       "--tag {tag} {repository}@{digest})"}
+    for tag, digest, how in rolled_back:
+        line = words[how].format(tag=tag, digest=digest, repository=repository_of(tag))
+        print(f"bake-plan: rolled back: {line}", file=sys.stderr, flush=True)
+
+
+def _gated_report(settings: Settings, decisions, outcome, retries, dated, moving, kept) -> dict:
+    """``publish --sitrep --format json``: ``{"dry_run", "gate": {"applied", "images": {target:
+    {"dated", "floating", "reasons"}}}, "published": [{"tag", "digest"}], "kept": [{"tag",
+    "digest"}], "missing": [ref], "rolled_back": [{"tag", "digest"}], "failed", "retries"}``;
+    a dry run lists the tags it would publish (``digest`` ``null``) and keep."""
+    images = {name: {"dated": d.dated, "floating": d.floating, "reasons": list(d.reasons)}
+              for name, d in (decisions or {}).items()}
+    if outcome is None:
+        published = [{"tag": m.tag, "digest": None} for m in [*dated, *moving]]
+        kept_tags = [{"tag": m.tag, "digest": None} for m in kept]
+    else:
+        published = [{"tag": tag, "digest": digest} for tag, digest in outcome.created]
+        kept_tags = [{"tag": tag, "digest": digest} for tag, digest in outcome.kept]
+    return {"dry_run": settings.dry_run, "gate": {"applied": decisions is not None, "images": images},
+            "all_or_nothing": settings.all_or_nothing, "published": published, "kept": kept_tags,
+            "missing": list(outcome.missing) if outcome else [],
+            "rolled_back": [{"tag": t, "digest": d, "how": how}
+                            for t, d, how in (outcome.rolled_back if outcome else [])],
+            "failed": outcome.failed if outcome else None, "retries": retries.count}
 
 
 def publish_report(wanted: list, digests: dict, missing: list, dry_run: bool) -> dict:

@@ -25,8 +25,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import hermetic_pip_env, make_wheel
-from test_jaxfamily_engine import CACHE, DATE, PIP_TOOLS_NAMES, _bake_plan
+from conftest import console_script, hermetic_pip_env, make_wheel
+from test_jaxfamily_engine import CACHE, DATE, PIP_TOOLS_NAMES
 
 from bake.pip.wheelhouse import TOOLS
 
@@ -119,6 +119,16 @@ def bake_plan_stages():
               requirements=("wbtool",), **common),
     ]
 '''
+
+
+BUILD_TIMEOUT_S = 2400
+"""A build's bound: arm64 runs under qemu, and the root meal kit sets up two venvs there."""
+
+
+def _bake_plan(*args, cwd, env) -> subprocess.CompletedProcess:
+    """The installed console script, with room for a real build under qemu."""
+    return subprocess.run([str(console_script()), *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=BUILD_TIMEOUT_S)
 
 
 def _platforms(engine) -> tuple:

@@ -167,10 +167,12 @@ def bake_command(
     return argv + list(targets)
 
 
-def imagetools_create_command(tag: str, sources: Sequence[str]) -> List[str]:
+def imagetools_create_command(tag: str, sources: Sequence[str], annotations: Sequence[str] = ()) -> List[str]:
     """The arguments after ``docker`` of ``docker buildx imagetools create --tag TAG SOURCES…``,
-    what :func:`create_manifest` runs (``publish --dry-run`` and ``-v`` print it)."""
-    return ["buildx", "imagetools", "create", "--tag", tag, *sources]
+    what :func:`create_manifest` runs (``publish --dry-run`` and ``-v`` print it); each of
+    ``annotations`` (``KEY=VALUE``) goes on the index (``--annotation index:KEY=VALUE``)."""
+    return ["buildx", "imagetools", "create", *(f"--annotation=index:{a}" for a in annotations), "--tag", tag,
+            *sources]
 
 
 def imagetools_inspect_command(ref: str) -> List[str]:
@@ -818,18 +820,53 @@ def image_digest(ref: str, timeout_s: float = REGISTRY_TIMEOUT_S) -> Optional[st
         raise RegistryError(f"cannot check {ref}: imagetools inspect gave no digest") from None
 
 
-def create_manifest(tag: str, sources: Sequence[str], timeout_s: float = REGISTRY_TIMEOUT_S) -> None:
+def index_annotations(ref: str, timeout_s: float = REGISTRY_TIMEOUT_S) -> Optional[Dict[str, str]]:
+    """The annotations of ``ref``'s manifest or manifest list (``docker buildx imagetools inspect
+    --raw``: its ``annotations``; ``{}`` when it has none), or ``None`` when the registry has no
+    such image. Values that are not strings are left out.
+
+    :param timeout_s: how long the registry may take to answer, in seconds.
+    :raises RegistryError: the registry did not answer, or not in time, or gave no JSON.
+    :raises EngineError: the docker CLI is missing.
+    """
+    from python_on_whales import DockerException
+    from python_on_whales.client_config import ClientNotFoundError
+    from python_on_whales.utils import run
+
+    client = _registry_docker(timeout_s)
+    try:
+        out = run(client.docker_cmd + ["buildx", "imagetools", "inspect", "--raw", ref])
+    except DockerException as err:
+        _raise_if_unanswered(err, f"cannot read {ref}", ref, timeout_s)
+        last = _last_line(err)
+        if last.endswith("not found") or "manifest unknown" in last or "name unknown" in last.lower():
+            return None
+        raise RegistryError(f"cannot read {ref}: {last}") from None
+    except (FileNotFoundError, ClientNotFoundError) as err:
+        raise EngineError(f"the docker CLI was not found: {err}") from None
+    try:
+        notes = json.loads(out).get("annotations") or {}
+    except (ValueError, AttributeError):
+        raise RegistryError(f"cannot read {ref}: imagetools inspect --raw gave no JSON object") from None
+    return {str(k): v for k, v in notes.items() if isinstance(v, str)} if isinstance(notes, dict) else {}
+
+
+def create_manifest(tag: str, sources: Sequence[str], timeout_s: float = REGISTRY_TIMEOUT_S, *,
+                    annotations: Sequence[str] = ()) -> None:
     """``docker buildx imagetools create -t TAG SOURCES…``: a manifest list of the sources'
-    platforms, pushed as ``tag``.
+    platforms, pushed as ``tag``. One source that is itself a manifest list (``repo@sha256:…``)
+    is pushed as it is, under the same digest (how ``publish`` moves a tag onto an index).
 
     :param timeout_s: how long the registry may take, in seconds.
+    :param annotations: ``KEY=VALUE`` annotations of the index (``publish --sitrep`` records the
+        gate's outcome so).
     :raises RegistryError: the registry refused it or did not answer in time.
     """
     from python_on_whales import DockerException
     from python_on_whales.utils import run
 
     try:  # the very words publish --dry-run prints
-        run(_registry_docker(timeout_s).docker_cmd + imagetools_create_command(tag, sources))
+        run(_registry_docker(timeout_s).docker_cmd + imagetools_create_command(tag, sources, annotations))
     except DockerException as err:
         _raise_if_unanswered(err, f"imagetools create {tag} failed", tag, timeout_s)
         raise RegistryError(f"imagetools create {tag} failed: {_last_line(err)}") from None

@@ -293,4 +293,75 @@ def run_image_tests(composition: Composition, reports: TestReports, local: bool 
         engine.EngineProbe().answered()  # the one line for no engine, as a build says it
         missing_images(found, engine.local_image_exists if local else engine.image_exists, local, build_flags)
     results = run_cases(found, engine.run_in_image, None if local else engine.pull_image, echo=echo)
-    return reports.write(sitrep.make_tests(label, results))["tests"]
+    block = sitrep.make_tests(label, results)
+    block["installed"] = installed_distributions(found, results, engine.run_in_image)
+    return reports.write(block)["tests"]
+
+
+INSTALLED_TIMEOUT_S = 120.0
+"""How long listing an image's installed distributions may take, in seconds."""
+
+INSTALLED_KEEP = 2000
+"""At most this many output lines of the listing are read (a longer list is not recorded)."""
+
+_INSTALLED_HEADER = "bake-plan-installed"
+_INSTALLED_SCRIPT = """\
+import importlib.metadata as m, re
+seen = {}
+for d in m.distributions():
+    name = (d.metadata['Name'] or '').strip()
+    if name:
+        seen.setdefault(re.sub(r'[-_.]+', '-', name).lower(), d.version)
+print('%s', len(seen))
+for name in sorted(seen):
+    print(name, seen[name])
+""" % _INSTALLED_HEADER
+_INSTALLED_ARGV = ["sh", "-c", 'for p in python3 python; do if command -v "$p" >/dev/null 2>&1; then '
+                   'exec "$p" -c "$1"; fi; done; exit 127', "sh", _INSTALLED_SCRIPT]
+"""The listing run in each tested image: the image's Python (``python3``, else ``python``) prints
+a header with the count, then ``name version`` per distribution (names normalised as pip does);
+the script is ``sh``'s ``$1``, never part of the shell's text."""
+
+
+def installed_distributions(found: Sequence[Case], results: Sequence[dict], run: Callable[..., ContainerRun]
+                            ) -> List[dict]:
+    """The distributions installed in each tested image, once per image and platform, after its
+    tests: ``[{"target", "platform", "distributions": {name: version}}]`` (``publish --sitrep``
+    holds back an image whose arches differ). An image without Python, one whose tests could not
+    run (its pull failed), a listing that failed, timed out or was longer than its bound is left
+    out: unknown, not empty.
+
+    :param run: :func:`bake.run.engine.run_in_image`-shaped.
+    """
+    unrun = {(r["target"], r["platform"]) for r in results if r["exit_code"] is None}
+    out, seen = [], set()
+    for case in found:
+        key = (case.target, case.platform, case.image)
+        if key in seen or (case.target, case.platform) in unrun:
+            continue
+        seen.add(key)
+        ran = run(case.image, case.platform, _INSTALLED_ARGV, INSTALLED_TIMEOUT_S, keep=INSTALLED_KEEP)
+        dists = _listing(ran)
+        if dists is not None:
+            out.append({"target": case.target, "platform": case.platform, "distributions": dists})
+    return out
+
+
+def _listing(ran: ContainerRun) -> Optional[dict]:
+    """``{name: version}`` from the listing's output, or ``None`` when it is not whole."""
+    if ran.exit_code != 0 or ran.timed_out:
+        return None
+    lines = [line.strip() for line in ran.tail]
+    heads = [i for i, line in enumerate(lines) if line.startswith(_INSTALLED_HEADER + " ")]
+    if not heads:
+        return None
+    try:
+        count = int(lines[heads[-1]].split()[1])
+    except (IndexError, ValueError):
+        return None
+    dists = {}
+    for line in lines[heads[-1] + 1:]:
+        words = line.split()
+        if len(words) == 2:
+            dists[words[0]] = words[1]
+    return dists if len(dists) == count else None

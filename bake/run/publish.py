@@ -24,10 +24,12 @@ from bake.plan.names import arch_of
 @dataclass(frozen=True)
 class Manifest:
     """One multi-arch tag to create: ``tag`` (``repo:latest``) from per-arch ``sources``
-    (``repo:latest-amd64``, ``repo:latest-arm64``), one per platform the target builds for."""
+    (``repo:latest-amd64``, ``repo:latest-arm64``), one per platform the target builds for, of
+    the bake ``target`` (the image) it tags."""
 
     tag: str
     sources: List[str]
+    target: str = ""
 
 
 def manifests(composition: Composition) -> List[Manifest]:
@@ -40,7 +42,7 @@ def manifests(composition: Composition) -> List[Manifest]:
             continue
         arches = [arch_of(p) for p in target["platforms"]]
         for tag in [*target.get("tags", []), *composition.inherited_tags.get(name, [])]:
-            out.append(Manifest(tag=tag, sources=[f"{tag}-{arch}" for arch in arches]))
+            out.append(Manifest(tag=tag, sources=[f"{tag}-{arch}" for arch in arches], target=name))
     return out
 
 

@@ -77,10 +77,10 @@ DEFAULTS: Dict[str, Any] = {
     "plugins.disable": (),
 }
 
-TARGET_COMMANDS = ("plan", "build", "publish", "matrix", "lock", "graph", "wheelhouse", "test", "lint")
+TARGET_COMMANDS = ("plan", "build", "publish", "promote", "matrix", "lock", "graph", "wheelhouse", "test", "lint")
 """Commands that work on targets: they need one, a date and the plugins."""
 
-IMAGE_NAME_COMMANDS = ("plan", "build", "publish", "test")
+IMAGE_NAME_COMMANDS = ("plan", "build", "publish", "promote", "test")
 """Commands whose plan's image names are used (written, built, pushed, merged, run): a stage with
 no registry of its own needs ``--registry`` there; graph, matrix, lock and wheelhouse name none."""
 
@@ -119,7 +119,7 @@ _NOT_EMPTY = {  # argparse dest → (the option, what an empty value is): "" is 
     "builder": ("--builder", "empty builder name"), "not_secret": ("--not-secret", "empty name"),
     "names": ("bump", "empty source name"), "index_url": ("--index-url", "empty URL"),
     "extra_index_url": ("--extra-index-url", "empty URL"), "find_links": ("--find-links", "empty URL"),
-    "trusted_host": ("--trusted-host", "empty host"),
+    "trusted_host": ("--trusted-host", "empty host"), "sitrep": ("--sitrep", "empty path"),
 }
 """Options whose empty value would otherwise pass for "not given" (the default) or reach pip as is;
 the options with a parser of their own (``--registry``, ``--date``…) refuse it there."""
@@ -208,6 +208,8 @@ class Settings:
     local: bool = False  # test: the engine's image store, not the registry
     in_image: bool = False  # lock --in-image: compile in the meal kits (bake.run.image_lock)
     lint: bool = False  # build --lint: lint the chain's Dockerfiles first
+    sitreps: Tuple[str, ...] = ()  # publish --sitrep: the nightly's build and test sitreps (bake.settings.sitreps)
+    all_or_nothing: bool = False  # publish --all-or-nothing
     verbosity: int = 0
     progress: str = "auto"
 
@@ -345,6 +347,7 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
         python_version=values.python_version(flag("python_version"), "--python-version")
         if flag("python_version") is not None else None,
         local=bool(flag("local")), lint=bool(flag("lint")), in_image=bool(flag("in_image")),
+        sitreps=tuple(flag("sitrep") or ()), all_or_nothing=bool(flag("all_or_nothing")),
         verbosity=verbosity, progress=_progress(provenance["progress"], verbosity),
     )
 

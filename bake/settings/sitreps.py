@@ -1,0 +1,120 @@
+"""Reading the sitreps given to ``publish --sitrep``: each file, or each ``sitrep.json`` under a
+directory, read as untrusted input (another job wrote it; an artifact may be truncated, of another
+tool, or hostile): a wrong shape is one line naming the file and the field, exit 2, before any
+registry is asked anything. What they say together is a :class:`bake.run.gate.Evidence`.
+
+The shape read (:mod:`bake.run.sitrep`): ``targets.<name>`` with ``outcome`` (a string) and
+``platforms`` (strings), and after ``bake-plan test`` ``tests.results[]`` with ``stage``,
+``target``, ``platform``, ``test``, ``outcome`` (strings) and ``tests.installed[]`` with
+``target``, ``platform`` and ``distributions`` (name → version). Other keys are ignored.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable, List
+
+from bake.documents import DocumentError, read_json
+from bake.errors import UsageError
+from bake.run.gate import Evidence, TestResult, arch_of_platform
+
+SITREP = "sitrep.json"
+MAX_FILES = 1000
+"""At most this many sitreps are read from the directories given (a nightly has a few per arch)."""
+
+MAX_BYTES = 64 * 1024 * 1024
+"""A sitrep larger than this is refused unread (the largest a nightly writes is a few MB)."""
+
+
+def sitrep_files(given: Iterable[str], where: str = "--sitrep") -> List[Path]:
+    """The files named: each file as it is, each directory's ``sitrep.json`` files (searched
+    below it, in sorted order), each once.
+
+    :raises UsageError: a path that does not exist, a directory holding no ``sitrep.json``, or more
+        than :data:`MAX_FILES` of them.
+    """
+    out: List[Path] = []
+    for value in given:
+        path = Path(value)
+        if path.is_dir():
+            found = sorted(p for p in path.rglob(SITREP) if p.is_file())
+            if not found:
+                raise UsageError(f"{where} {value}: no {SITREP} in this directory")
+            out += found
+        elif path.is_file():
+            out.append(path)
+        else:
+            raise UsageError(f"{where} {value}: no such file or directory")
+        if len(out) > MAX_FILES:
+            raise UsageError(f"{where} {value}: more than {MAX_FILES} sitreps")
+    return list(dict.fromkeys(out))
+
+
+def _text(value, path: Path, field: str, where: str) -> str:
+    if not isinstance(value, str) or not value or len(value) > 4096:
+        raise UsageError(f"{where} {path}: {field} is not a string of 1 to 4096 characters")
+    return value
+
+
+def read_sitreps(given: Iterable[str], where: str = "--sitrep") -> Evidence:
+    """Every sitrep named (:func:`sitrep_files`), read into one :class:`Evidence`.
+
+    :raises UsageError: a file unreadable, too large, not JSON, or not of the sitrep's shape,
+        naming the file and the field (``targets.mx-root.platforms``).
+    """
+    evidence = Evidence()
+    for path in sitrep_files(given, where):
+        try:
+            if os.path.getsize(path) > MAX_BYTES:
+                raise UsageError(f"{where} {path}: larger than {MAX_BYTES // (1024 * 1024)} MB: not a sitrep")
+            data = read_json(path)
+        except OSError as err:
+            raise UsageError(f"{where} {path}: {err.strerror or err}") from None
+        except DocumentError as err:
+            raise UsageError(f"{where} {path}: {err}") from None
+        _read_one(data, path, where, evidence)
+        evidence.files.append(str(path))
+    return evidence
+
+
+def _read_one(data, path: Path, where: str, evidence: Evidence) -> None:
+    if not isinstance(data, dict) or not isinstance(data.get("targets"), dict):
+        raise UsageError(f"{where} {path}: not a bake-plan sitrep.json (no 'targets' table)")
+    for name, target in data["targets"].items():
+        field = f"targets.{name}"
+        if not isinstance(target, dict):
+            raise UsageError(f"{where} {path}: {field} is not a table")
+        outcome = _text(target.get("outcome"), path, f"{field}.outcome", where)
+        platforms = target.get("platforms")
+        if not isinstance(platforms, list) or not platforms:
+            raise UsageError(f"{where} {path}: {field}.platforms is not a list of platforms")
+        for platform in platforms:
+            evidence.add_build(name, arch_of_platform(_text(platform, path, f"{field}.platforms", where)), outcome)
+    tests = data.get("tests")
+    if tests is None:
+        return
+    if not isinstance(tests, dict) or not isinstance(tests.get("results", []), list):
+        raise UsageError(f"{where} {path}: tests is not a table with a 'results' list")
+    for i, result in enumerate(tests.get("results", [])):
+        field = f"tests.results[{i}]"
+        if not isinstance(result, dict):
+            raise UsageError(f"{where} {path}: {field} is not a table")
+        words = {key: _text(result.get(key), path, f"{field}.{key}", where)
+                 for key in ("stage", "target", "platform", "test", "outcome")}
+        evidence.tests.append(TestResult(words["stage"], words["target"], arch_of_platform(words["platform"]),
+                                         words["test"], words["outcome"]))
+    installed = tests.get("installed", [])
+    if not isinstance(installed, list):
+        raise UsageError(f"{where} {path}: tests.installed is not a list")
+    for i, entry in enumerate(installed):
+        field = f"tests.installed[{i}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("distributions"), dict):
+            raise UsageError(f"{where} {path}: {field} is not a table with a 'distributions' table")
+        target = _text(entry.get("target"), path, f"{field}.target", where)
+        arch = arch_of_platform(_text(entry.get("platform"), path, f"{field}.platform", where))
+        dists = {}
+        for name, version in entry["distributions"].items():
+            dists[_text(name, path, f"{field}.distributions", where)] = \
+                _text(version, path, f"{field}.distributions.{name}", where)
+        evidence.installed[(target, arch)] = dists

@@ -1,0 +1,416 @@
+"""``publish --sitrep`` on the real engine and registry: floating tags gated by the nightly's build
+and test sitreps, ``--all-or-nothing``, ``promote`` of a dated night, and registry calls retried.
+
+The family ``ga-root`` → ``ga-mid`` → ``ga-leaf``, and ``ga-other`` on ``ga-root``: busybox with a
+label per night (no ``RUN`` step, so the arm64 build needs no emulation), built per arch with
+``bake-plan build --push`` and tested per arch with ``bake-plan test`` (arm64 under QEMU). Night 1
+passes everywhere and is published; on night 2 a test of ``ga-mid`` fails on arm64 only.
+"""
+
+from __future__ import annotations
+
+import http.client
+import http.server
+import json
+import os
+import socketserver
+import subprocess
+import textwrap
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import console_script
+
+pytestmark = pytest.mark.engine
+
+NIGHT1, NIGHT2 = "2026-11-28", "2026-11-29"
+IMAGES = ("ga-root", "ga-mid", "ga-leaf", "ga-other")
+
+FAMILY = '''
+import os
+from pathlib import Path
+from bake import ImageTest, Stage, hookimpl
+
+HERE = Path(__file__).resolve().parent
+NS = os.environ["GA_REGISTRY"]
+
+
+@hookimpl
+def bake_plan_stages():
+    night = {"NIGHT": os.environ.get("GA_NIGHT", "0")}
+    mid = [ImageTest("test -f /etc/ga-mid", name="labelled")]
+    if os.environ.get("GA_FAIL_ARM64"):
+        mid.append(ImageTest(["sh", "-c", "test $(uname -m) != aarch64"], name="not on arm64"))
+    return [
+        Stage(name="ga-root", image="ga-root", context=HERE / "root", base_image="busybox:1.36", registry=NS,
+              args=night, tests=("true",)),
+        Stage(name="ga-mid", image="ga-mid", parent="ga-root", context=HERE / "child", registry=NS,
+              args={**night, "WHO": "ga-mid"}, tests=tuple(mid)),
+        Stage(name="ga-leaf", image="ga-leaf", parent="ga-mid", context=HERE / "child", registry=NS,
+              args={**night, "WHO": "ga-leaf"}),
+        Stage(name="ga-other", image="ga-other", parent="ga-root", context=HERE / "child", registry=NS,
+              args={**night, "WHO": "ga-other"}),
+    ]
+'''
+
+ROOT_DOCKERFILE = """\
+ARG BASE_IMAGE=busybox:1.36
+FROM ${BASE_IMAGE} AS mealkit
+ARG NIGHT=0
+LABEL ga.night=${NIGHT}
+
+FROM mealkit AS final
+"""
+
+CHILD_DOCKERFILE = """\
+FROM base AS mealkit
+ARG NIGHT=0
+ARG WHO=child
+LABEL ga.night=${NIGHT} ga.who=${WHO}
+COPY marker /etc/${WHO}
+
+FROM mealkit AS final
+"""
+
+
+def _site(root: Path) -> Path:
+    site = root / "site"
+    (site / "ga_family-0.0.dist-info").mkdir(parents=True)
+    (site / "ga_family-0.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: ga-family\nVersion: 0.0\n")
+    (site / "ga_family-0.0.dist-info" / "entry_points.txt").write_text("[bake_plan]\nga-family = ga_family\n")
+    (site / "ga_family.py").write_text(textwrap.dedent(FAMILY))
+    (site / "root").mkdir()
+    (site / "root" / "Dockerfile").write_text(ROOT_DOCKERFILE)
+    (site / "child").mkdir()
+    (site / "child" / "Dockerfile").write_text(CHILD_DOCKERFILE)
+    (site / "child" / "marker").write_text("ga\n")
+    return site
+
+
+class Nights:
+    """The family built and tested for two nights in one registry namespace."""
+
+    def __init__(self, engine, root: Path):
+        self.engine, self.root = engine, root
+        self.namespace = f"{engine.registry}/ga{uuid.uuid4().hex[:8]}"
+        self.site = _site(root)
+
+    def run(self, command, *args, night="1", fail_arm64=False, registry=None, timeout=900):
+        env = dict(os.environ, PYTHONPATH=str(self.site), GA_REGISTRY=registry or self.namespace, GA_NIGHT=night)
+        env.pop("GA_FAIL_ARM64", None)
+        if fail_arm64:
+            env["GA_FAIL_ARM64"] = "1"
+        return subprocess.run([str(console_script()), command, "--config", os.devnull, *args], cwd=self.root,
+                              env=env, capture_output=True, text=True, timeout=timeout)
+
+    def night(self, number: str, date: str, fail_arm64: bool = False) -> Path:
+        """Build and test every image on both arches for ``date``; the sitreps' directory."""
+        reports = self.root / f"night{number}"
+        targets = [w for image in IMAGES for w in ("--target", image)]
+        for arch in ("amd64", "arm64"):
+            where = ["--sitrep-dir", str(reports / arch)]
+            proc = self.run("build", *targets, "--platform", f"linux/{arch}", "--date", date, "--push",
+                            "--base-image", f"busybox:1.36={self.engine.registry}/stand-in/busybox:latest",
+                            *where, night=number, fail_arm64=fail_arm64)
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            proc = self.run("test", *targets, "--platform", f"linux/{arch}", "--date", date, *where,
+                            night=number, fail_arm64=fail_arm64)
+            assert proc.returncode == (1 if fail_arm64 and arch == "arm64" else 0), proc.stderr[-3000:]
+        return reports
+
+    def publish(self, date: str, *args, night="1"):
+        targets = [w for image in IMAGES for w in ("--target", image)]
+        return self.run("publish", *targets, "--date", date, *args, night=night)
+
+    def digest(self, image: str, tag: str):
+        proc = self.engine.docker("buildx", "imagetools", "inspect", "--format", "{{json .Manifest}}",
+                                  f"{self.namespace}/{image}:{tag}", check=False)
+        return json.loads(proc.stdout)["digest"] if proc.returncode == 0 else None
+
+    def floating(self) -> dict:
+        return {(image, tag): self.digest(image, tag) for image in IMAGES for tag in ("latest", "mealkit")}
+
+
+@pytest.fixture(scope="module")
+def nights(engine, tmp_path_factory):
+    """Night 1 built, tested and published (every floating tag on it); night 2 built and tested,
+    a test of ga-mid failing on arm64 only, not published yet."""
+    n = Nights(engine, tmp_path_factory.mktemp("gate"))
+    n.reports1 = n.night("1", NIGHT1)
+    proc = n.publish(NIGHT1, "--sitrep", str(n.reports1))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    n.first = n.floating()
+    assert all(n.first.values()), n.first
+    n.reports2 = n.night("2", NIGHT2, fail_arm64=True)
+    return n
+
+
+def test_all_or_nothing_with_one_image_held_moves_no_floating_tag(nights):
+    proc = nights.publish(NIGHT2, "--sitrep", str(nights.reports2), "--all-or-nothing", night="2")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "--all-or-nothing: 4 images held back, so no floating tag moves" in proc.stdout
+    assert nights.floating() == nights.first  # not one floating tag moved
+    for image in IMAGES:  # the dated tags are published all the same
+        assert nights.digest(image, f"nightly-{NIGHT2}") not in (None, nights.first[(image, "latest")])
+
+
+def test_a_test_failing_on_arm64_holds_that_image_and_its_descendants(nights):
+    proc = nights.publish(NIGHT2, "--sitrep", str(nights.reports2), night="2")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "held back ga-mid: test 'not on arm64' of ga-mid failed on arm64" in out
+    assert "held back ga-leaf: ancestor ga-mid: test 'not on arm64' of ga-mid failed on arm64" in out
+    assert "held back ga-root" not in out and "held back ga-other" not in out
+    assert "2 images" not in proc.stderr and "4 images held back: their floating tags did not move" in proc.stderr
+    now = nights.floating()
+    for image in ("ga-mid", "ga-leaf"):  # held: latest and mealkit stay on night 1
+        for tag in ("latest", "mealkit"):
+            assert now[(image, tag)] == nights.first[(image, tag)], (image, tag)
+    for image in ("ga-root", "ga-other"):  # passed: moved onto night 2's dated index
+        assert now[(image, "latest")] == nights.digest(image, f"nightly-{NIGHT2}") != nights.first[(image, "latest")]
+        assert now[(image, "mealkit")] == nights.digest(image, f"mealkit-{NIGHT2}")
+    for image in IMAGES:  # every dated tag of night 2 is published, multi-arch
+        raw = json.loads(nights.engine.docker("buildx", "imagetools", "inspect", "--raw",
+                                              f"{nights.namespace}/{image}:nightly-{NIGHT2}").stdout)
+        assert sorted(m["platform"]["architecture"] for m in raw["manifests"]
+                      if m["platform"]["os"] != "unknown") == ["amd64", "arm64"]  # not the attestations
+        assert raw["annotations"]["org.bake-plan.gate"] == ("held" if image in ("ga-mid", "ga-leaf") else "pass")
+
+
+def test_promote_of_a_date_that_failed_is_refused_and_of_one_that_passed_moves(nights):
+    targets = ["--target", "ga-leaf"]
+    before = nights.floating()
+    proc = nights.run("promote", *targets, "--date", NIGHT2, night="2")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"ga-mid: {nights.namespace}/ga-mid:nightly-{NIGHT2} did not pass the gate" in proc.stderr
+    assert nights.floating() == before
+    proc = nights.run("promote", *targets, "--date", NIGHT1, night="1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    now = nights.floating()
+    for image in ("ga-root", "ga-mid", "ga-leaf"):
+        assert now[(image, "latest")] == nights.digest(image, f"nightly-{NIGHT1}")
+    assert now[("ga-other", "latest")] == before[("ga-other", "latest")]  # not in ga-leaf's chain
+
+
+# --- retries ----------------------------------------------------------------------------------
+
+@pytest.fixture
+def busy_registry(engine):
+    """``localhost:<port>``: the test registry behind a proxy that answers the first two pushes of a
+    manifest with ``429 Too Many Requests``, then forwards every request. buildx itself tries a
+    refused manifest PUT again a few times within a fraction of a second, so a "push" here is a
+    burst of PUTs less than 0.5 s apart: the first two bursts are refused whole (each
+    ``imagetools create`` fails), and bake-plan's own retry comes at least a second later."""
+    upstream = engine.registry
+    state = {"bursts": 0, "last": None, "puts": 0}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def forward(self):
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else None
+            if self.command == "PUT" and "/manifests/" in self.path:
+                state["puts"] += 1
+                now = time.monotonic()
+                in_burst = state["last"] is not None and now - state["last"] < 0.5
+                if in_burst or state["bursts"] < 2:
+                    state["bursts"] += 0 if in_burst else 1
+                    state["last"] = now
+                    data = b'{"errors":[{"code":"TOOMANYREQUESTS","message":"slow down"}]}'
+                    self.send_response(429)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Retry-After", "1")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+            conn = http.client.HTTPConnection(upstream, timeout=30)
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+            conn.request(self.command, self.path, body=body, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+            self.send_response(resp.status)
+            for key, value in resp.getheaders():
+                if key.lower() not in ("connection", "transfer-encoding", "content-length"):
+                    self.send_header(key, value)
+            self.send_header("Content-Length", resp.getheader("Content-Length", "0") if self.command == "HEAD"
+                             else str(len(data)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+            conn.close()
+
+        do_GET = do_HEAD = do_POST = do_PATCH = do_PUT = forward
+
+        def log_message(self, *args):
+            pass
+
+    class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+        daemon_threads = True
+
+    server = Server(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
+    thread.start()
+    yield f"localhost:{server.server_address[1]}", state
+    server.shutdown()
+    server.server_close()
+    thread.join(10)
+
+
+def test_a_registry_answering_429_twice_is_retried_and_the_tags_are_published(engine, busy_registry, tmp_path):
+    proxy, state = busy_registry
+    namespace = f"ga{uuid.uuid4().hex[:8]}"
+    source = json.loads(engine.docker("buildx", "imagetools", "inspect", "--raw",
+                                      f"{engine.registry}/stand-in/busybox:latest").stdout)
+    for manifest in source["manifests"]:  # the per-arch images, straight into the registry (not via the proxy)
+        arch = manifest["platform"]["architecture"]
+        for tag in ("latest", f"nightly-{NIGHT2}"):
+            engine.docker("buildx", "imagetools", "create", "--tag", f"{engine.registry}/{namespace}/one:{tag}-{arch}",
+                          f"{engine.registry}/stand-in/busybox@{manifest['digest']}")
+    site = tmp_path / "site"
+    (site / "ga_one-0.0.dist-info").mkdir(parents=True)
+    (site / "ga_one-0.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: ga-one\nVersion: 0.0\n")
+    (site / "ga_one-0.0.dist-info" / "entry_points.txt").write_text("[bake_plan]\nga-one = ga_one\n")
+    (site / "ga_one.py").write_text(textwrap.dedent(f'''
+        from bake import Stage, hookimpl
+        @hookimpl
+        def bake_plan_stages():
+            return [Stage(name="one", image="one", kind="single", context={str(site)!r}, base_image="busybox:1.36",
+                          registry="{proxy}/{namespace}", platforms=("linux/amd64", "linux/arm64"))]
+        '''))
+    (site / "Dockerfile").write_text("FROM busybox:1.36\n")
+    proc = subprocess.run([str(console_script()), "publish", "--config", os.devnull, "--target", "one", "--date",
+                           NIGHT2, "--all-or-nothing", "--format", "json"], cwd=tmp_path,
+                          env=dict(os.environ, PYTHONPATH=str(site)), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["retries"] == 2, (state, proc.stderr)
+    assert proc.stderr.count("bake-plan: retrying imagetools create") == 2
+    assert "toomanyrequests" in proc.stderr and "2 registry calls retried" in proc.stderr
+    assert state["bursts"] == 2
+    for tag in ("latest", f"nightly-{NIGHT2}"):
+        raw = json.loads(engine.docker("buildx", "imagetools", "inspect", "--raw",
+                                       f"{engine.registry}/{namespace}/one:{tag}").stdout)
+        assert sorted(m["platform"]["architecture"] for m in raw["manifests"]) == ["amd64", "arm64"]
+
+
+# --- a move failing part-way ------------------------------------------------------------------
+
+@pytest.fixture
+def refusing_registry(engine):
+    """``localhost:<port>``: the test registry behind a proxy that refuses (``403 Forbidden``,
+    never retried) every manifest PUT whose path ends in one of ``.refused`` (a set the test fills)."""
+    upstream = engine.registry
+    refused: set = set()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def forward(self):
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else None
+            if self.command == "PUT" and any(self.path.endswith(end) for end in refused):
+                data = b'{"errors":[{"code":"DENIED","message":"not this one"}]}'
+                self.send_response(403)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
+            conn = http.client.HTTPConnection(upstream, timeout=30)
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+            conn.request(self.command, self.path, body=body, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+            self.send_response(resp.status)
+            for key, value in resp.getheaders():
+                if key.lower() not in ("connection", "transfer-encoding", "content-length"):
+                    self.send_header(key, value)
+            self.send_header("Content-Length", resp.getheader("Content-Length", "0") if self.command == "HEAD"
+                             else str(len(data)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+            conn.close()
+
+        do_GET = do_HEAD = do_POST = do_PATCH = do_PUT = forward
+
+        def log_message(self, *args):
+            pass
+
+    class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+        daemon_threads = True
+
+    server = Server(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
+    thread.start()
+    yield f"localhost:{server.server_address[1]}", refused
+    server.shutdown()
+    server.server_close()
+    thread.join(10)
+
+
+def _per_arch(engine, namespace: str, image: str, tags, source: str) -> None:
+    """``image:TAG-amd64``/``-arm64`` for each tag, from the per-arch images of ``source``."""
+    raw = json.loads(engine.docker("buildx", "imagetools", "inspect", "--raw", source).stdout)
+    repository = source.rsplit(":", 1)[0]
+    for manifest in raw["manifests"]:
+        arch = manifest["platform"]["architecture"]
+        if manifest["platform"]["os"] != "linux" or arch not in ("amd64", "arm64"):
+            continue
+        for tag in tags:
+            engine.docker("buildx", "imagetools", "create", "--tag",
+                          f"{engine.registry}/{namespace}/{image}:{tag}-{arch}", f"{repository}@{manifest['digest']}")
+
+
+def test_a_move_failing_part_way_puts_the_tags_already_moved_back(engine, refusing_registry, tmp_path):
+    proxy, refused = refusing_registry
+    namespace = f"ga{uuid.uuid4().hex[:8]}"
+    site = tmp_path / "site"
+    (site / "ga_two-0.0.dist-info").mkdir(parents=True)
+    (site / "ga_two-0.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: ga-two\nVersion: 0.0\n")
+    (site / "ga_two-0.0.dist-info" / "entry_points.txt").write_text("[bake_plan]\nga-two = ga_two\n")
+    (site / "ga_two.py").write_text(textwrap.dedent(f'''
+        import os
+        from bake import Stage, hookimpl
+        @hookimpl
+        def bake_plan_stages():
+            return [Stage(name=n, image=n, kind="single", context={str(site)!r}, base_image="busybox:1.36",
+                          registry=os.environ["GA_REGISTRY"], platforms=("linux/amd64", "linux/arm64"))
+                    for n in ("one", "two")]
+        '''))
+    (site / "Dockerfile").write_text("FROM busybox:1.36\n")
+
+    def publish(date, registry):
+        return subprocess.run([str(console_script()), "publish", "--config", os.devnull, "--target", "one", "--target",
+                               "two", "--date", date, "--all-or-nothing"], cwd=tmp_path, capture_output=True, text=True,
+                              env=dict(os.environ, PYTHONPATH=str(site), GA_REGISTRY=registry), timeout=600)
+
+    def digest(image, tag):
+        return json.loads(engine.docker("buildx", "imagetools", "inspect", "--format", "{{json .Manifest}}",
+                                        f"{engine.registry}/{namespace}/{image}:{tag}").stdout)["digest"]
+
+    for image in ("one", "two"):  # night 1 on busybox, night 2 on another image: other digests
+        _per_arch(engine, namespace, image, ["latest", f"nightly-{NIGHT1}"],
+                  f"{engine.registry}/stand-in/busybox:latest")
+    proc = publish(NIGHT1, f"{engine.registry}/{namespace}")
+    assert proc.returncode == 0, proc.stderr
+    before = {image: digest(image, "latest") for image in ("one", "two")}
+    for image in ("one", "two"):
+        _per_arch(engine, namespace, image, ["latest", f"nightly-{NIGHT2}"],
+                  f"{engine.registry}/stand-in/python:bookworm")
+
+    refused.add(f"/{namespace}/two/manifests/latest")  # one:latest moves first, then two:latest is refused
+    proc = publish(NIGHT2, f"{proxy}/{namespace}")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"bake-plan: error: moving {proxy}/{namespace}/two:latest failed: " in proc.stderr
+    assert "403" in proc.stderr or "denied" in proc.stderr.lower()
+    assert "retrying" not in proc.stderr  # a refusal is not retried
+    assert f"bake-plan: rolled back: put back {proxy}/{namespace}/one:latest on {before['one']}" in proc.stderr
+    assert f"published {proxy}/{namespace}/one:latest" in proc.stdout  # it had moved
+    assert {image: digest(image, "latest") for image in ("one", "two")} == before
+    assert digest("one", f"nightly-{NIGHT2}") != before["one"]  # the dated tags stay published
