@@ -28,10 +28,11 @@ from bake.settings.merge import gather
 from bake.version import __version__
 
 COMMANDS = ("plan", "build", "publish", "promote", "matrix", "lock", "bump", "stages", "graph", "config",
-            "wheelhouse", "test", "lint", "completion")
+            "wheelhouse", "test", "lint", "diff", "record", "completion")
 DEFAULT_LOCKS_DIR = "locks"
 FORMATS = ("hcl", "json")
 GRAPH_FORMATS = ("mermaid", "markdown", "dot")
+DIFF_FORMATS = ("text", "json", "markdown")
 TEXT_FORMATS = ("text", "json")  # stages, publish: lines for people, or one JSON document
 SHELLS = ("bash", "zsh")
 
@@ -363,6 +364,34 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
     _base_image_argument(lint)
     _not_secret_argument(lint)
 
+    diff = sub.add_parser("diff", help="what changed between a nightly and this plan: input digests, Python "
+                                       "distributions, source commits")
+    _settings_arguments(diff)
+    _not_secret_argument(diff)
+    diff.add_argument("--from", dest="diff_from", required=True, metavar="FILE|DATE",
+                      help="the old side: a plan (plan --format json), a record file, or the DATE of a nightly "
+                           "whose records are read from the registry")
+    diff.add_argument("--to", dest="diff_to", default="plan", metavar="plan|FILE|DATE",
+                      help="the new side: plan (default: this plan), a plan or record file, or a DATE")
+    diff.add_argument("--locked", action="store_true",
+                      help="plan as build --locked does, so the plan's side has the locks' pins")
+    _locks_dir_argument(diff)
+    diff.add_argument("--format", choices=DIFF_FORMATS, default="text",
+                      help="text (one line per target and arch), json, or markdown (a table, for "
+                           "$GITHUB_STEP_SUMMARY)")
+
+    record = sub.add_parser("record", help="push the nightly record of each image a sitrep names as pushed, "
+                                           "beside the image")
+    _settings_arguments(record)
+    _not_secret_argument(record)
+    record.add_argument("--sitrep", action="append", required=True, metavar="FILE|DIR",
+                        help="a build's sitrep.json (after bake-plan test, with its tests), or a directory of them "
+                             "(repeatable)")
+    record.add_argument("--locked", action="store_true",
+                        help="plan as build --locked did, so each record holds its lock's pins")
+    _locks_dir_argument(record)
+    record.add_argument("--dry-run", action="store_true", help="print the records' refs; push nothing")
+
     completion = sub.add_parser("completion", help="print a shell completion script made from this parser")
     completion.add_argument("shell", choices=SHELLS, help="the shell to complete in")
     for name, command in sub.choices.items():  # a command missing from HELP fails a test, not the CLI
@@ -444,6 +473,15 @@ HELP = {
              "A stage's lint_ignore (rule -> reason) drops that rule in its Dockerfile.",
              ["bake-plan lint --target upstream-pax",
               "bake-plan build --target my-leaf --lint --load"]),
+    "diff": ("Show what changed between a nightly and this plan.\n"
+             "Per target and arch: whether its input digest changed, the Python distributions added,\n"
+             "removed, upgraded and downgraded (from the locks), and the source commits that moved.",
+             ["bake-plan diff --target jax --platform linux/amd64 --from 2026-11-28",
+              "bake-plan diff --target jax --from old-plan.json --locked --format markdown"]),
+    "record": ("Push the nightly record of each image beside it in the registry.\n"
+               "One JSON document per image and arch (input digest, lock pins, source commits, base images,\n"
+               "test outcomes, size), tagged record-<target>-<date>-<arch>; bake-plan diff --from DATE reads it.",
+               ["bake-plan record --target jax --platform linux/amd64 --date 2026-11-29 --sitrep reports/"]),
     "completion": ("Print a shell completion script made from bake-plan's own parser.\n"
                    "It completes the commands, each command's options, and choices such as --format values.",
                    ["bake-plan completion bash > ~/.local/share/bash-completion/completions/bake-plan",
@@ -466,7 +504,7 @@ def _verbosity_arguments(parser: argparse.ArgumentParser) -> None:
 
 TARGET_OPTIONS = ("--target", "-t")
 TARGET_OPTION_COMMANDS = ("plan", "build", "publish", "promote", "test", "matrix", "lock", "wheelhouse", "graph",
-                          "config", "lint")
+                          "config", "lint", "diff", "record")
 """The commands that take ``--target``/``-t``."""
 _FOLD = "\0"  # no command-line word holds a NUL (argv entries are C strings): the words split back exactly
 
@@ -548,7 +586,8 @@ COMMAND_FUNCTIONS = {"plan": commands.plan, "build": commands.build, "publish": 
                      "promote": commands.promote,
                      "matrix": commands.matrix, "lock": commands.lock, "bump": commands.bump,
                      "stages": commands.stages, "graph": commands.graph, "config": commands.config,
-                     "wheelhouse": commands.wheelhouse, "test": commands.test, "lint": commands.lint}
+                     "wheelhouse": commands.wheelhouse, "test": commands.test, "lint": commands.lint,
+                     "diff": commands.diff, "record": commands.record}
 
 
 def _known_secrets(given: dict) -> list:
@@ -617,7 +656,7 @@ def _stdout_for_the_document(args: argparse.Namespace) -> None:
     if command in ("plan", "graph"):
         wanted = getattr(args, "output", None) == "-"
     else:
-        wanted = command in ("matrix", "config", "stages", "completion") or (
+        wanted = command in ("matrix", "config", "stages", "completion", "diff") or (
             command == "publish" and args.format == "json")
     if wanted:
         claim_stdout()

@@ -810,6 +810,96 @@ def graph(settings: Settings) -> int:
     return 0
 
 
+def diff(settings: Settings) -> int:
+    """``bake-plan diff``: per target and arch of the plan, whether its input digest changed since
+    ``--from`` (a plan or record file, or a nightly's DATE, whose records are read from the
+    registry), the Python distributions added, removed, upgraded and downgraded, and the source
+    commits that moved; as text, JSON or a Markdown table.
+
+    :raises bake.errors.UsageError: a side that is neither a readable file nor a date, or a date
+        with no records of these targets.
+    """
+    from bake.plan import records
+
+    plan = compose(settings).plan
+    before = _diff_side(settings, settings.diff_from, "--from", plan)
+    after = _diff_side(settings, settings.diff_to, "--to", plan)
+    entries = records.diff(before, after)
+    if settings.format == "json":
+        text = records.diff_json(entries)
+    elif settings.format == "markdown":
+        from bake.run.record import diff_markdown
+
+        text = diff_markdown(entries)
+    else:
+        text = records.diff_text(entries)
+    write_atomic("-", text, what="the diff")
+    return 0
+
+
+def record(settings: Settings) -> int:
+    """``bake-plan record``: push the nightly record of each target each ``--sitrep`` names as
+    pushed, one per platform, beside its image (:func:`bake.run.record.write_records`); one line
+    per record pushed, and per target left without one, why.
+
+    :returns: 0 (1 when no sitrep named a pushed target).
+    :raises bake.errors.UsageError: a sitrep that is missing or not JSON.
+    :raises bake.run.engine.RegistryError: the registry refused a record or did not answer.
+    """
+    from bake.documents import DocumentError, read_json
+    from bake.errors import UsageError
+    from bake.run.record import write_records
+    from bake.settings.sitreps import sitrep_files
+
+    plan = compose(settings).plan
+    pushed = 0
+    for path in sitrep_files(settings.sitreps):
+        try:
+            data = read_json(path)
+        except (DocumentError, OSError) as err:
+            raise UsageError(f"--sitrep {path}: {err}") from None
+        if not isinstance(data, dict) or not isinstance(data.get("targets"), dict):
+            raise UsageError(f"--sitrep {path}: not a sitrep (no targets)")
+        for ref, why in write_records(plan, data, settings.date, dry_run=settings.dry_run):
+            if why is None:
+                pushed += 1
+                print(f"{'would push' if settings.dry_run else 'recorded'} {ref}")
+            else:
+                print(f"bake-plan: no record of {ref}: {why}", file=sys.stderr)
+    return 0 if pushed else 1
+
+
+def _diff_side(settings: Settings, spec: str, option: str, plan: dict) -> list:
+    """The records of one side of ``diff``: ``plan`` (this plan's), a DATE (the nightly's records in
+    the registry), or a file (a plan or records)."""
+    import datetime
+    import re
+
+    from bake.errors import UsageError
+    from bake.plan import records
+
+    if spec == "plan":
+        return records.plan_records(plan, settings.date)
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", spec) and not os.path.exists(spec):
+        try:
+            date = datetime.date.fromisoformat(spec)
+        except ValueError:
+            raise UsageError(f"{option} {spec!r} is not a date in the form YYYY-MM-DD") from None
+        from bake.run.record import read_records
+
+        found = read_records(plan, date)
+        if not found:
+            raise UsageError(f"{option} {spec}: the registry holds no nightly record of that date for these targets "
+                             f"(record-<target>-{spec}-<arch> tags)")
+        return found
+    try:
+        with open(spec, encoding="utf-8") as f:
+            text = f.read(64 * 1024 * 1024)
+    except (OSError, ValueError) as err:
+        raise UsageError(f"{option} {spec}: {getattr(err, 'strerror', None) or err}") from None
+    return records.parse_records(text, f"{option} {spec}")
+
+
 def config(settings: Settings) -> int:
     """``bake-plan config``: the merged configuration and where each value came from, once the
     installed plugins' stages have taken it as ``stages`` takes it (an override of no stage, a

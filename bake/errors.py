@@ -97,3 +97,8 @@ class RunError(BakePlanError):
     away (exit 1, like a failed build). Not the user's input: a rerun finishes the work."""
 
     exit_status = 1
+
+
+class RecordError(RunError):
+    """A nightly record in the registry (``record-<target>-<date>-<arch>``) is not one bake-plan
+    can read: no record annotation, not JSON, or another schema (exit 1)."""

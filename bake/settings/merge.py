@@ -77,10 +77,11 @@ DEFAULTS: Dict[str, Any] = {
     "plugins.disable": (),
 }
 
-TARGET_COMMANDS = ("plan", "build", "publish", "promote", "matrix", "lock", "graph", "wheelhouse", "test", "lint")
+TARGET_COMMANDS = ("plan", "build", "publish", "promote", "matrix", "lock", "graph", "wheelhouse", "test", "lint",
+                   "diff", "record")
 """Commands that work on targets: they need one, a date and the plugins."""
 
-IMAGE_NAME_COMMANDS = ("plan", "build", "publish", "promote", "test")
+IMAGE_NAME_COMMANDS = ("plan", "build", "publish", "promote", "test", "diff", "record")
 """Commands whose plan's image names are used (written, built, pushed, merged, run): a stage with
 no registry of its own needs ``--registry`` there; graph, matrix, lock and wheelhouse name none."""
 
@@ -210,6 +211,8 @@ class Settings:
     lint: bool = False  # build --lint: lint the chain's Dockerfiles first
     sitreps: Tuple[str, ...] = ()  # publish --sitrep: the nightly's build and test sitreps (bake.settings.sitreps)
     all_or_nothing: bool = False  # publish --all-or-nothing
+    diff_from: Optional[str] = None  # diff --from: a plan or record file, or the DATE of a nightly's records
+    diff_to: str = "plan"  # diff --to: "plan" (this plan), a plan or record file, or a DATE
     verbosity: int = 0
     progress: str = "auto"
 
@@ -348,6 +351,7 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
         if flag("python_version") is not None else None,
         local=bool(flag("local")), lint=bool(flag("lint")), in_image=bool(flag("in_image")),
         sitreps=tuple(flag("sitrep") or ()), all_or_nothing=bool(flag("all_or_nothing")),
+        diff_from=flag("diff_from"), diff_to=flag("diff_to") or "plan",
         verbosity=verbosity, progress=_progress(provenance["progress"], verbosity),
     )
 

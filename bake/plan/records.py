@@ -1,0 +1,337 @@
+"""The nightly record of an image, and the difference between two of them (``bake-plan diff``).
+
+Pure: records are made from a plan (and a sitrep), read from JSON text, and compared here;
+pushing them to the registry and reading them back is :mod:`bake.run.record`.
+
+A record (docs/nightly-record.md) is one JSON object per bake target and arch::
+
+    {"schema": "bake-plan.nightly-record/1", "target": "jax", "arch": "amd64",
+     "platform": "linux/amd64", "date": "2026-11-29", "repository": "ghcr.io/nvidia/jax",
+     "tags": [...], "input_digest": "sha256:…", "image_digest": "sha256:…" | null,
+     "pins": {"numpy": "1.26.4", …} | null, "sources": {"JAX": {"url", "ref", "patches"}},
+     "base_images": [{"image", "platform", "digest"}], "tests": [{"test", "outcome"}] | null,
+     "size_bytes": 123 | null, "outcome": "pass" | null}
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import re
+import urllib.parse
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from bake.errors import UsageError
+from bake.plan.inputs import INPUT_DIGEST_LABEL
+from bake.plan.names import arch_of
+
+SCHEMA = "bake-plan.nightly-record/1"
+"""The ``schema`` of a record this version writes and reads."""
+
+RECORD_TAG_PREFIX = "record-"
+
+
+def record_tag(target: str, date: datetime.date, arch: str) -> str:
+    """The tag a record is pushed under, beside the image in its repository:
+    ``record-<target>-<YYYY-MM-DD>-<arch>`` (the target is in it because a meal kit, a final
+    image and the variants of a stage share one repository)."""
+    return f"{RECORD_TAG_PREFIX}{target}-{date.isoformat()}-{arch}"
+
+
+def repository_of(tag: str) -> str:
+    """``host/path`` of ``host/path:tag`` (a digest, if any, dropped)."""
+    ref = tag.split("@", 1)[0]
+    head, _, last = ref.rpartition("/")
+    return f"{head}/{last.split(':', 1)[0]}" if head else last.split(":", 1)[0]
+
+
+_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(==|===|@)\s*([^;\s]+)")
+
+
+def pins_of(text: str) -> Dict[str, str]:
+    """The pins of a lock (pip-compile/uv output: ``name==version`` lines, ``\\`` continuations,
+    ``--hash`` options, comments): normalised distribution name (PEP 503) → version, or the URL
+    of a ``name @ url`` line. Lines that pin nothing (options, ``-e`` paths) are left out."""
+    out: Dict[str, str] = {}
+    joined = re.sub(r"\\\r?\n", " ", text)
+    for line in joined.splitlines():
+        line = line.split(" #", 1)[0].strip()
+        if not line or line.startswith(("#", "-")):
+            continue
+        m = _NAME.match(line)
+        if m:
+            out[re.sub(r"[-_.]+", "-", m.group(1)).lower()] = m.group(3)
+    return out
+
+
+def _lock_text(directory: str, arch: Optional[str]) -> Optional[str]:
+    """The lock in a ``pip-lock`` context directory: ``requirements-<arch>.lock``, else
+    ``requirements.lock``; ``None`` when neither can be read."""
+    names = ([f"requirements-{arch}.lock"] if arch else []) + ["requirements.lock"]
+    for name in names:
+        try:
+            with open(os.path.join(directory, name), encoding="utf-8") as f:
+                return f.read()
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def sources_of(args: Mapping[str, str]) -> Dict[str, dict]:
+    """The sources a target fetches, from its ``URLREF_<NAME>`` (``url#ref``) and
+    ``PATCHES_<NAME>`` args: name → ``{"url", "ref", "patches"}``."""
+    out = {}
+    for key, value in sorted(args.items()):
+        if key.startswith("URLREF_") and isinstance(value, str):
+            name = key[len("URLREF_"):]
+            url, _, ref = value.partition("#")
+            patches = str(args.get(f"PATCHES_{name}") or "").split()
+            out[name] = {"url": url, "ref": ref, "patches": patches}
+    return out
+
+
+def plan_records(plan: dict, date: Optional[datetime.date] = None) -> List[dict]:
+    """A record of each target of a plan and each of its platforms, from the plan alone: no
+    image digest, tests, size or outcome (``null``); the pins of a ``--locked`` target from its
+    ``pip-lock`` context directory, when it is still there.
+
+    :param plan: the plan in buildx's JSON shape (``target`` block).
+    :param date: the plan's date, when known.
+    """
+    out = []
+    built = plan.get("group", {}).get("default", {}).get("targets") or list(plan.get("target", {}))
+    for name in built:
+        target = plan["target"].get(name) or {}
+        if "platforms" not in target:
+            continue
+        tags = list(target.get("tags") or [])
+        lock_dir = (target.get("contexts") or {}).get("pip-lock")
+        for platform in target.get("platforms") or []:
+            arch = arch_of(platform)
+            lock = _lock_text(lock_dir, arch) if lock_dir else None
+            out.append({
+                "schema": SCHEMA, "target": name, "arch": arch, "platform": platform,
+                "date": date.isoformat() if date else None,
+                "repository": repository_of(tags[0]) if tags else None, "tags": tags,
+                "input_digest": (target.get("labels") or {}).get(INPUT_DIGEST_LABEL),
+                "image_digest": None, "pins": pins_of(lock) if lock is not None else None,
+                "sources": sources_of(target.get("args") or {}), "base_images": [],
+                "tests": None, "size_bytes": None, "outcome": None,
+            })
+    return out
+
+
+def make_records(plan: dict, sitrep: dict, date: datetime.date) -> List[dict]:
+    """The records of a build: :func:`plan_records` with what the sitrep says of each target
+    (``image_digest``, ``outcome``, ``base_images`` and ``size_bytes`` of the platform, and the
+    outcomes of ``bake-plan test``'s tests of the target on that platform, when it ran). A target
+    the sitrep lists for other platforms only is left out for the rest (another arch's job); a
+    target without a lock gets as ``pins`` the distributions ``bake-plan test`` found installed.
+
+    :param sitrep: ``sitrep.json``'s content (``targets``, optionally ``tests``).
+    """
+    entries = sitrep.get("targets") or {}
+    results = ((sitrep.get("tests") or {}).get("results")) if isinstance(sitrep.get("tests"), dict) else None
+    out = []
+    installed = {(i.get("target"), i.get("platform")): i.get("distributions")
+                 for i in ((sitrep.get("tests") or {}).get("installed") or []) if isinstance(i, dict)} \
+        if isinstance(sitrep.get("tests"), dict) else {}
+    for record in plan_records(plan, date):
+        entry = entries.get(record["target"]) or {}
+        platform = record["platform"]
+        if isinstance(entry.get("platforms"), list) and platform not in entry["platforms"]:
+            continue  # another arch's job: its own sitrep records it
+        found = installed.get((record["target"], platform))
+        if record["pins"] is None and isinstance(found, dict):  # what pip had installed in the image
+            record["pins"] = {re.sub(r"[-_.]+", "-", str(k)).lower(): str(v) for k, v in found.items()}
+        record["image_digest"] = entry.get("digest")
+        record["outcome"] = entry.get("outcome")
+        if entry.get("tags"):
+            record["tags"] = list(entry["tags"])
+        record["base_images"] = [b for b in entry.get("base_images") or []
+                                 if isinstance(b, dict) and b.get("platform") in (platform, None)]
+        size = (entry.get("size_bytes") or {}).get(platform)
+        record["size_bytes"] = size if isinstance(size, int) else None
+        if results is not None:
+            record["tests"] = [{"test": r.get("test"), "outcome": r.get("outcome")} for r in results
+                               if isinstance(r, dict) and r.get("target") == record["target"]
+                               and r.get("platform") == platform]
+        out.append(record)
+    return out
+
+
+def to_text(record: dict) -> str:
+    """A record as compact JSON (keys in order): what the registry holds."""
+    return json.dumps(record, separators=(",", ":"), ensure_ascii=False)
+
+
+def parse_records(text: str, where: str) -> List[dict]:
+    """Records from JSON text: one record, a list of them, or a plan (``bake-plan plan --format
+    json``, whose records are :func:`plan_records`).
+
+    :raises UsageError: not JSON, or none of those shapes, naming ``where``.
+    """
+    try:
+        data = json.loads(text)
+    except ValueError as err:
+        raise UsageError(f"{where}: not JSON ({err})") from None
+    if isinstance(data, dict) and isinstance(data.get("target"), dict):
+        return plan_records(data)
+    items = data if isinstance(data, list) else [data]
+    for item in items:
+        if not isinstance(item, dict) or item.get("schema") != SCHEMA:
+            got = item.get("schema") if isinstance(item, dict) else type(item).__name__
+            raise UsageError(f"{where}: not a bake-plan plan or nightly record (schema {got!r}, expected {SCHEMA!r})")
+    return list(items)
+
+
+def _version(text: str):
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+def pin_changes(before: Optional[Mapping[str, str]], after: Optional[Mapping[str, str]]) -> Optional[dict]:
+    """``{"added", "removed", "upgraded", "downgraded", "changed"}`` between two sets of pins
+    (name → version); ``changed``: a pin whose versions do not compare (a URL). ``None`` when
+    either side has no pins."""
+    if before is None or after is None:
+        return None
+    out: dict = {"added": [], "removed": [], "upgraded": [], "downgraded": [], "changed": []}
+    for name in sorted(set(before) | set(after)):
+        old, new = before.get(name), after.get(name)
+        if old == new:
+            continue
+        if old is None:
+            out["added"].append({"name": name, "version": new})
+        elif new is None:
+            out["removed"].append({"name": name, "version": old})
+        else:
+            a, b = _version(old), _version(new)
+            kind = "changed" if a is None or b is None else ("upgraded" if b > a else "downgraded")
+            out[kind].append({"name": name, "from": old, "to": new})
+    return out
+
+
+def compare_link(url: str, old: str, new: str) -> Optional[str]:
+    """A web page comparing two commits of a repository on github.com or gitlab.com
+    (``…/compare/OLD...NEW``, ``…/-/compare/OLD...NEW``), else ``None``."""
+    parts = urllib.parse.urlsplit(url if "://" in url else "ssh://" + url.replace(":", "/", 1))
+    host = (parts.hostname or "").lower()
+    path = parts.path.strip("/").removesuffix(".git")
+    if not path or not re.fullmatch(r"[A-Za-z0-9_.\-/]+", path) or not all(
+            re.fullmatch(r"[A-Za-z0-9_.\-/]+", r) for r in (old, new)):
+        return None
+    if host == "github.com":
+        return f"https://github.com/{path}/compare/{old}...{new}"
+    if host == "gitlab.com":
+        return f"https://gitlab.com/{path}/-/compare/{old}...{new}"
+    return None
+
+
+def source_changes(before: Mapping[str, dict], after: Mapping[str, dict]) -> List[dict]:
+    """Each source whose URL, ref or patches moved: ``{"name", "url", "from", "to", "patches_from",
+    "patches_to", "compare"}`` (``compare``: :func:`compare_link`, when the URL is the same)."""
+    out = []
+    for name in sorted(set(before) | set(after)):
+        a, b = before.get(name) or {}, after.get(name) or {}
+        if (a.get("url"), a.get("ref"), a.get("patches")) == (b.get("url"), b.get("ref"), b.get("patches")):
+            continue
+        same = a.get("url") == b.get("url") and a.get("ref") and b.get("ref")
+        out.append({"name": name, "url": b.get("url") or a.get("url"), "from": a.get("ref"), "to": b.get("ref"),
+                    "patches_from": a.get("patches"), "patches_to": b.get("patches"),
+                    "compare": compare_link(b["url"], a["ref"], b["ref"]) if same and a["ref"] != b["ref"] else None})
+    return out
+
+
+def diff(before: Sequence[dict], after: Sequence[dict]) -> List[dict]:
+    """Per ``(target, arch)`` of ``after`` (the plan, in its order): whether the input digest
+    changed, the pin changes (:func:`pin_changes`) and the sources that moved
+    (:func:`source_changes`). A target ``before`` lacks is ``"new"``.
+
+    :returns: ``[{"target", "arch", "status": "changed" | "unchanged" | "new" | "unknown",
+        "input_from", "input_to", "python": {…} | None, "sources": […]}]``; ``unknown``: a side
+        has no input digest.
+    """
+    old = {(r.get("target"), r.get("arch")): r for r in before}
+    out = []
+    for rec in after:
+        key = (rec.get("target"), rec.get("arch"))
+        prev = old.get(key)
+        entry = {"target": key[0], "arch": key[1], "input_from": None, "input_to": rec.get("input_digest"),
+                 "python": None, "sources": []}
+        if prev is None:
+            entry["status"] = "new"
+        else:
+            entry["input_from"] = prev.get("input_digest")
+            if not entry["input_from"] or not entry["input_to"]:
+                entry["status"] = "unknown"
+            else:
+                entry["status"] = "unchanged" if entry["input_from"] == entry["input_to"] else "changed"
+            entry["python"] = pin_changes(prev.get("pins"), rec.get("pins"))
+            entry["sources"] = source_changes(prev.get("sources") or {}, rec.get("sources") or {})
+        out.append(entry)
+    return out
+
+
+def short(digest: Optional[str]) -> str:
+    """A digest cut for a line of text: ``sha256:`` and its first 12 hex digits, ``…``."""
+    if not digest:
+        return "none"
+    return digest[:19] + "…" if len(digest) > 19 else digest
+
+
+def pin_words(python: Optional[dict]) -> List[str]:
+    """:func:`pin_changes` as words: ``+ name 1.0``, ``- name 1.0``, ``↑ name 1.0 → 2.0``,
+    ``↓ name 2.0 → 1.0``, ``~ name url → url``."""
+    if not python:
+        return []
+    words = [f"+ {p['name']} {p['version']}" for p in python["added"]]
+    words += [f"- {p['name']} {p['version']}" for p in python["removed"]]
+    words += [f"↑ {p['name']} {p['from']} → {p['to']}" for p in python["upgraded"]]
+    words += [f"↓ {p['name']} {p['from']} → {p['to']}" for p in python["downgraded"]]
+    words += [f"~ {p['name']} {p['from']} → {p['to']}" for p in python["changed"]]
+    return words
+
+
+def source_words(s: dict) -> str:
+    """One :func:`source_changes` entry as words: ``NAME: URL OLD → NEW [compare link]``."""
+    text = f"{s['name']}: {s['url']} {s['from'] or 'none'} → {s['to'] or 'none'}"
+    if s["patches_from"] != s["patches_to"]:
+        text += f" (patches {' '.join(s['patches_from'] or []) or 'none'} → {' '.join(s['patches_to'] or []) or 'none'})"
+    return text + (f" {s['compare']}" if s["compare"] else "")
+
+
+def diff_text(entries: Iterable[dict]) -> str:
+    """The diff for a terminal: one line per target and arch, then its pin and source changes indented."""
+    lines = []
+    for e in entries:
+        head = f"{e['target']} ({e['arch']}): {e['status']}"
+        if e["status"] == "changed":
+            head += f" (input {short(e['input_from'])} → {short(e['input_to'])})"
+        elif e["status"] == "unchanged":
+            head += f" (input {short(e['input_to'])})"
+        lines.append(head)
+        lines += [f"  python {w}" for w in pin_words(e["python"])]
+        lines += [f"  source {source_words(s)}" for s in e["sources"]]
+    return "\n".join(lines) + "\n"
+
+
+def diff_json(entries: Sequence[dict]) -> str:
+    """The diff as JSON: ``{"schema": "bake-plan.diff/1", "targets": [...]}`` (:func:`diff`'s entries)."""
+    return json.dumps({"schema": "bake-plan.diff/1", "targets": list(entries)}, indent=2, ensure_ascii=False) + "\n"
+
+
+def record_refs(plan: dict, date: datetime.date) -> List[Tuple[str, str, str]]:
+    """``(target, arch, record ref)`` of every tagged target of a plan and each platform:
+    where the nightly of ``date`` put its records (:func:`record_tag`)."""
+    out = []
+    for rec in plan_records(plan):
+        if rec["repository"]:
+            out.append((rec["target"], rec["arch"],
+                        f"{rec['repository']}:{record_tag(rec['target'], date, rec['arch'])}"))
+    return out

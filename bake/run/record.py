@@ -1,0 +1,133 @@
+"""The nightly record in the registry: pushed beside each image, read back on a later run.
+
+Each record (:mod:`bake.plan.records`, docs/nightly-record.md) is pushed as an OCI image index
+of its own under ``<repository>:record-<target>-<date>-<arch>``: ``docker buildx imagetools
+create`` of the image it describes (by digest, so the record pins it; no layer is copied) with
+the record's JSON as the index annotation :data:`ANNOTATION`. Reading it back is
+``imagetools inspect --raw`` of that tag. Both go through the docker CLI, with its
+credentials and its time bound (:data:`bake.run.engine.REGISTRY_TIMEOUT_S`).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import gzip
+import json
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from bake.errors import RecordError
+from bake.plan import records
+from bake.run.sitrep import markdown_text
+
+ANNOTATION = "io.bake-plan.record"
+"""The index annotation that holds a record's JSON."""
+ANNOTATION_GZ = "io.bake-plan.record.gz"
+"""The annotation that holds it gzip-compressed and base64-encoded, when the JSON is longer
+than :data:`INLINE_LIMIT` (a command-line argument is at most 128 KiB on Linux)."""
+INLINE_LIMIT = 64 * 1024
+
+
+def annotation_of(record: dict) -> str:
+    """The ``KEY=VALUE`` index annotation that holds ``record`` (``imagetools create
+    --annotation index:KEY=VALUE``, :func:`bake.run.engine.create_manifest`)."""
+    text = records.to_text(record)
+    if len(text.encode()) <= INLINE_LIMIT:
+        return f"{ANNOTATION}={text}"
+    packed = base64.b64encode(gzip.compress(text.encode(), mtime=0)).decode("ascii")
+    return f"{ANNOTATION_GZ}={packed}"
+
+
+def record_from_annotations(notes: Dict[str, str], ref: str) -> dict:
+    """The record an index's annotations hold.
+
+    :raises RecordError: no record annotation, not JSON, or another schema (naming ``ref``).
+    """
+    try:
+        if ANNOTATION in notes:
+            text = notes[ANNOTATION]
+        elif ANNOTATION_GZ in notes:
+            text = gzip.decompress(base64.b64decode(notes[ANNOTATION_GZ], validate=True)).decode()
+        else:
+            raise RecordError(f"{ref}: holds no bake-plan record (no {ANNOTATION} annotation)")
+        data = json.loads(text)
+    except (ValueError, OSError, EOFError) as err:
+        raise RecordError(f"{ref}: the record is not readable JSON ({err})") from None
+    if not isinstance(data, dict) or data.get("schema") != records.SCHEMA:
+        got = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise RecordError(f"{ref}: a record of schema {got!r}, not {records.SCHEMA!r}")
+    return data
+
+
+def write_records(plan: dict, sitrep: dict, date: datetime.date,
+                  create: Optional[Callable[..., None]] = None,
+                  dry_run: bool = False) -> List[Tuple[str, Optional[str]]]:
+    """Push a record of each target the sitrep names as pushed (``outcome`` pass and an image
+    digest), one per platform, beside its image (:func:`bake.plan.records.record_tag`).
+
+    What ``publish`` (or a command after ``build --push``) calls once the sitrep is written.
+
+    :param plan: the plan that was built (buildx's JSON shape).
+    :param sitrep: its ``sitrep.json`` content (and ``tests`` when ``bake-plan test`` ran).
+    :param date: the nightly's date (the plan's ``--date``).
+    :param create: ``create(tag, sources, annotations=[...])``; default
+        :func:`bake.run.engine.create_manifest`.
+    :param dry_run: push nothing; return the refs that would be pushed.
+    :returns: ``(record ref, None)`` for each pushed record and ``(target@arch, why not)`` for
+        each target with no image to record (not built, not pushed, untagged).
+    :raises bake.run.engine.RegistryError: the registry refused a record or did not answer.
+    """
+    if create is None:
+        from bake.run.engine import create_manifest as create
+    out: List[Tuple[str, Optional[str]]] = []
+    for record in records.make_records(plan, sitrep, date):
+        where = f"{record['target']}@{record['arch']}"
+        if not record["repository"]:
+            out.append((where, "untagged: no repository to put a record in"))
+            continue
+        if record["outcome"] != "pass" or not record["image_digest"]:
+            out.append((where, f"no pushed image (outcome {record['outcome']!r})"))
+            continue
+        ref = f"{record['repository']}:{records.record_tag(record['target'], date, record['arch'])}"
+        if not dry_run:
+            create(ref, [f"{record['repository']}@{record['image_digest']}"], annotations=[annotation_of(record)])
+        out.append((ref, None))
+    return out
+
+
+def read_record(ref: str, annotations: Optional[Callable[[str], Optional[Dict[str, str]]]] = None) -> Optional[dict]:
+    """The record at ``ref``, or ``None`` when the registry has no such tag.
+
+    :param annotations: ``annotations(ref)`` → the index's annotations or ``None``; default
+        :func:`bake.run.engine.index_annotations`.
+    :raises RecordError: the tag holds something that is not a record.
+    :raises bake.run.engine.RegistryError: the registry did not answer.
+    """
+    if annotations is None:
+        from bake.run.engine import index_annotations as annotations
+    notes = annotations(ref)
+    return None if notes is None else record_from_annotations(notes, ref)
+
+
+def read_records(plan: dict, date: datetime.date,
+                 annotations: Optional[Callable[[str], Optional[Dict[str, str]]]] = None) -> List[dict]:
+    """The records the nightly of ``date`` pushed for the targets of ``plan`` (each tagged
+    target and platform; a missing one is left out)."""
+    out = []
+    for _, _, ref in records.record_refs(plan, date):
+        found = read_record(ref, annotations)
+        if found is not None:
+            out.append(found)
+    return out
+
+
+def diff_markdown(entries: Sequence[dict]) -> str:
+    """:func:`bake.plan.records.diff` as a Markdown table (a CI job summary), every cell escaped
+    by the summaries' one escaping (:func:`bake.run.sitrep.markdown_text`)."""
+    rows = ["| target | arch | inputs | Python distributions | sources |", "|---|---|---|---|---|"]
+    for e in entries:
+        inputs = e["status"] if e["status"] != "changed" else f"changed, now {records.short(e['input_to'])}"
+        cells = [e["target"], e["arch"], inputs, "; ".join(records.pin_words(e["python"])),
+                 "; ".join(records.source_words(s) for s in e["sources"])]
+        rows.append("| " + " | ".join(markdown_text(c, "code") if c else "" for c in cells) + " |")
+    return "\n".join(rows) + "\n"

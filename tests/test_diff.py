@@ -1,0 +1,109 @@
+"""``bake-plan diff`` and the records it compares (bake/plan/records.py): input digests changed or
+not, Python distributions added/removed/upgraded/downgraded from two locks, source commits moved
+with a compare link, in text, JSON and Markdown; bad sides are one line, exit 2."""
+
+from __future__ import annotations
+
+import datetime
+import json
+
+from bake.plan import records
+from bake.run.record import diff_markdown
+
+DATE = datetime.date(2026, 11, 29)
+A, B = "a" * 40, "b" * 40
+
+
+def test_pins_of_a_lock_with_hashes_comments_and_urls():
+    text = ("# header\n--index-url https://example.invalid/simple\nNumPy==1.26.4 \\\n    --hash=sha256:00 \\\n"
+            "    --hash=sha256:11\n    # via jax\nzope.interface==6.0  # via x\n"
+            "mylib @ https://example.invalid/mylib-1.0.tar.gz\n-e file:///opt/jax\njax[cuda]==0.4.30 ; python_version>'3'\n")
+    assert records.pins_of(text) == {"numpy": "1.26.4", "zope-interface": "6.0",
+                                     "mylib": "https://example.invalid/mylib-1.0.tar.gz", "jax": "0.4.30"}
+
+
+def test_pin_changes_sort_added_removed_upgraded_downgraded():
+    before = {"numpy": "1.26.4", "scipy": "1.12.0", "old": "1.0", "same": "2", "url": "https://x/1.tgz"}
+    after = {"numpy": "2.0.0", "scipy": "1.11.4", "new": "0.1", "same": "2", "url": "https://x/2.tgz"}
+    got = records.pin_changes(before, after)
+    assert got == {"added": [{"name": "new", "version": "0.1"}], "removed": [{"name": "old", "version": "1.0"}],
+                   "upgraded": [{"name": "numpy", "from": "1.26.4", "to": "2.0.0"}],
+                   "downgraded": [{"name": "scipy", "from": "1.12.0", "to": "1.11.4"}],
+                   "changed": [{"name": "url", "from": "https://x/1.tgz", "to": "https://x/2.tgz"}]}
+    assert records.pin_changes(None, after) is None
+
+
+def test_compare_links_for_github_and_gitlab_only():
+    assert records.compare_link("https://github.com/google/jax.git", A, B) == \
+        f"https://github.com/google/jax/compare/{A}...{B}"
+    assert records.compare_link("git@github.com:google/jax.git", A, B) == \
+        f"https://github.com/google/jax/compare/{A}...{B}"
+    assert records.compare_link("https://gitlab.com/group/sub/proj", A, B) == \
+        f"https://gitlab.com/group/sub/proj/-/compare/{A}...{B}"
+    assert records.compare_link("https://example.com/x.git", A, B) is None
+    assert records.compare_link("https://github.com/a/b", "x y", B) is None
+
+
+def record(target, digest, pins=None, ref=A, arch="amd64"):
+    return {"schema": records.SCHEMA, "target": target, "arch": arch, "input_digest": digest, "pins": pins,
+            "sources": {"JAX": {"url": "https://github.com/google/jax.git", "ref": ref, "patches": []}}}
+
+
+def test_diff_per_target_and_arch():
+    before = [record("jax", "sha256:1", {"numpy": "1.0"}), record("base", "sha256:2")]
+    after = [record("base", "sha256:2"), record("jax", "sha256:3", {"numpy": "1.1"}, ref=B), record("new", "sha256:4")]
+    entries = records.diff(before, after)
+    assert [(e["target"], e["status"]) for e in entries] == [("base", "unchanged"), ("jax", "changed"), ("new", "new")]
+    jax = entries[1]
+    assert jax["python"]["upgraded"] == [{"name": "numpy", "from": "1.0", "to": "1.1"}]
+    assert jax["sources"][0]["compare"] == f"https://github.com/google/jax/compare/{A}...{B}"
+    text = records.diff_text(entries)
+    assert "base (amd64): unchanged" in text and "jax (amd64): changed (input sha256:1 → sha256:3)" in text
+    assert "  python ↑ numpy 1.0 → 1.1" in text and f"compare/{A}...{B}" in text
+    doc = json.loads(records.diff_json(entries))
+    assert doc["schema"] == "bake-plan.diff/1" and doc["targets"][1]["status"] == "changed"
+    table = diff_markdown(entries)
+    assert table.splitlines()[0] == "| target | arch | inputs | Python distributions | sources |"
+    assert "`↑ numpy 1.0 → 1.1`" in table
+
+
+def test_a_markdown_cell_cannot_break_the_table():
+    entries = records.diff([record("x", "sha256:1")], [record("x", "sha256:2", ref="a|b`c")])
+    row = diff_markdown(entries).splitlines()[2]
+    assert row.count(" | ") == 4 and "`" not in row.split("`a")[0][-1:]
+
+
+def test_plan_records_read_the_lock_of_a_locked_target(tmp_path):
+    (tmp_path / "requirements-amd64.lock").write_text("numpy==1.0\n")
+    plan = {"target": {"t": {"platforms": ["linux/amd64", "linux/arm64"], "tags": ["r.example/x/t:latest"],
+                             "contexts": {"pip-lock": str(tmp_path)},
+                             "labels": {"io.bake-plan.input-digest": "sha256:9"}}}}
+    got = records.plan_records(plan, DATE)
+    assert [(r["arch"], r["pins"], r["repository"]) for r in got] == [
+        ("amd64", {"numpy": "1.0"}, "r.example/x/t"), ("arm64", None, "r.example/x/t")]
+    assert records.record_refs(plan, DATE) == [("t", "amd64", "r.example/x/t:record-t-2026-11-29-amd64"),
+                                               ("t", "arm64", "r.example/x/t:record-t-2026-11-29-arm64")]
+
+
+def test_diff_from_an_old_plan_file_names_the_changed_targets(cli, tmp_path):
+    old = tmp_path / "old.json"
+    common = ("--target", "jax", "--platform", "linux/amd64", "--registry", "localhost:5555/x")
+    cli("plan", *common, "--format", "json", "-o", str(old), cwd=tmp_path, check=True)
+    same = cli("diff", *common, "--from", str(old), "--format", "json", cwd=tmp_path, check=True)
+    assert {t["status"] for t in json.loads(same.stdout)["targets"]} == {"unchanged"}
+    moved = cli("diff", *common, "--from", str(old), "--base-image",
+                "nvidia/cuda:12.2.0-devel-ubuntu22.04=localhost:5555/cuda@sha256:" + "c" * 64, cwd=tmp_path, check=True)
+    assert "jax (amd64): changed" in moved.stdout and "base-mealkit (amd64): changed" in moved.stdout
+
+
+def test_diff_bad_sides_are_one_line(cli, tmp_path):
+    common = ("diff", "--target", "jax", "--platform", "linux/amd64", "--registry", "localhost:5555/x")
+    missing = cli(*common, "--from", "nope.json", cwd=tmp_path)
+    assert missing.returncode == 2 and missing.stderr.strip() == \
+        "bake-plan: error: --from nope.json: No such file or directory"
+    (tmp_path / "x.json").write_text('{"schema": "other"}')
+    other = cli(*common, "--from", "x.json", cwd=tmp_path)
+    assert other.returncode == 2 and "--from x.json: not a bake-plan plan or nightly record" in other.stderr
+    bad = cli(*common, "--from", "2026-02-30", cwd=tmp_path)
+    assert bad.returncode == 2 and bad.stderr.strip() == \
+        "bake-plan: error: --from '2026-02-30' is not a date in the form YYYY-MM-DD"
