@@ -79,18 +79,24 @@ def test_a_step_unrelated_targets_share_is_counted_once(cli, engine, make_plugin
 def test_no_duration_is_longer_than_the_command(engine, make_plugin, cli, tmp_path):
     """A second build of the same step while a first one runs it on the same engine: BuildKit
     hands the second build the step with the first build's times, from before it started."""
+    token = uuid.uuid4().hex
     site = _plugin(make_plugin, engine, tmp_path, [
-        ("du-slow", f"FROM {{base}}\nRUN echo {uuid.uuid4().hex} && sleep 12\n", ["linux/amd64"])])
+        ("du-slow", f"FROM {{base}}\nRUN echo {token} && sleep 20\n", ["linux/amd64"])])
     args = ["--target", "du-slow", "--platform", "linux/amd64", "--progress", "rawjson"]
     first_dir = tmp_path / "first"
     first_dir.mkdir()
     # Each its own tags (two exports of one name at once collide); the step is the same.
     first_tags, second_tags = (["--registry", f"{engine.registry}/du{uuid.uuid4().hex[:8]}"] for _ in range(2))
     env = dict(os.environ, PYTHONPATH=str(site))
-    first = subprocess.Popen([str(console_script()), "build", "--date", DATE, "--sitrep-dir", "sitrep", *args, *first_tags],
-                             cwd=first_dir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(first_dir / "stderr", "w") as log:
+        first = subprocess.Popen([str(console_script()), "build", "--date", DATE, "--sitrep-dir", "sitrep", *args,
+                                  *first_tags], cwd=first_dir, env=env, stdout=subprocess.DEVNULL, stderr=log)
     try:
-        time.sleep(6)
+        deadline = time.time() + 120
+        while not _started(first_dir / "stderr", f"RUN echo {token} && sleep 20"):
+            assert first.poll() is None and time.time() < deadline, "the first build never started its step"
+            time.sleep(0.5)
+        time.sleep(8)  # well into the step: the first build's times reach 8 s before the second
         started = time.time()
         proc, report, wall = _build(cli, tmp_path, site, *args, *second_tags, sitrep="second")
     finally:
@@ -100,6 +106,16 @@ def test_no_duration_is_longer_than_the_command(engine, make_plugin, cli, tmp_pa
     assert earlier, "BuildKit gave the second build a vertex started before it: the case this test is about"
     duration = report["targets"]["du-slow"]["duration_s"]
     assert duration is not None and 0 < duration <= wall, (duration, wall)
+
+
+def _started(rawjson, step: str) -> bool:
+    """buildx's ``rawjson`` progress in the file ``rawjson`` shows ``step`` started."""
+    for line in rawjson.read_text().splitlines():
+        if line.startswith("{") and line.endswith("}"):
+            if any(v.get("name", "").endswith(step) and v.get("started")
+                   for v in json.loads(line).get("vertexes") or ()):
+                return True
+    return False
 
 
 def _epoch(stamp: str) -> float:
