@@ -32,7 +32,7 @@ def _read(lines, plan=None):
 
 def _both(key, name, **fields):
     """A vertex BuildKit reports to both builds: once under each target's name."""
-    return [vertex(key, f"[sx-two {name}", completed=T1, **fields), vertex(key, f"[sx-one {name}", completed=T1, **fields)]
+    return [vertex(key, f"[{target} {name}", completed=T1, **fields) for target in ("sx-two", "sx-one")]
 
 
 def test_a_step_unrelated_targets_share_is_counted_once_under_the_first_in_plan_order():
