@@ -243,6 +243,8 @@ def test_a_package_pip_cannot_find_is_one_line_exit_1(cli, make_plugin, tmp_path
     site = make_plugin(WH_PLUGIN.replace('requirements=("alpha<2",)', 'requirements=("nosuch==1.0",)'))
     if made_by_the_user:
         (tmp_path / "wh" / "x").mkdir(parents=True)
+    for tool in index.glob("pip*.whl"):  # nothing comes at all (what came is kept: test_wheelhouse_pins.py)
+        tool.unlink()
     proc = _wheelhouse(cli, site, tmp_path, index, "--target", "wh-leaf", "-o", str(tmp_path / out))
     assert proc.returncode == 1, proc.stderr
     error = [line for line in proc.stderr.splitlines() if line.startswith("bake-plan: error:")]
