@@ -255,6 +255,9 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
                             "build nothing, write no sitrep")
     build.add_argument("--lint", action="store_true",
                        help="lint every stage's Dockerfile first (as bake-plan lint); build nothing on a finding")
+    build.add_argument("--skip-unchanged", action="store_true",
+                       help="build no target whose input digest equals its newest nightly record's (bake-plan "
+                            "record); its tags are moved onto the recorded image; needs one --platform and --push")
 
     publish = sub.add_parser("publish", help="merge per-arch images into multi-arch tags, only when every arch is there")
     _selection_arguments(publish)

@@ -192,6 +192,8 @@ def build(settings: Settings) -> int:
         composition = compose(settings)
         if settings.lint and _lint_findings(composition):
             return 1
+        if settings.skip_unchanged and _skip_unchanged(settings, composition) and not settings.dry_run:
+            return _nothing_to_build(composition, reports, Path(settings.output or DEFAULT_FILES[settings.format]))
         if settings.dry_run:  # asks no engine, only which buildx the docker CLI runs
             buildx = buildx_version()
             if buildx is None:  # no command to print when there is no buildx to run it
@@ -221,6 +223,52 @@ def build(settings: Settings) -> int:
     if sitrep.get("interrupted"):
         return 130
     return 0 if sitrep["outcome"] == "pass" else 1
+
+
+def _skip_unchanged(settings: Settings, composition: Composition) -> bool:
+    """``build --skip-unchanged``: take out of the plan each target whose input digest equals its
+    newest nightly record's (:func:`bake.plan.records.unchanged_targets`), say so, one line each,
+    and move its tags onto the recorded image (``imagetools create``; printed only under
+    ``--dry-run``). :returns: whether nothing is left to build.
+
+    :raises bake.errors.UsageError: not exactly one ``--platform`` (a record is of one arch), or
+        no ``--push`` (the tags are moved in the registry).
+    """
+    from bake.errors import UsageError
+    from bake.plan import records
+    from bake.run.engine import create_manifest
+    from bake.run.record import read_latest
+
+    if len(settings.platforms) != 1:
+        raise UsageError("--skip-unchanged needs exactly one --platform: a nightly record is of one arch")
+    if not (settings.push or settings.dry_run):
+        raise UsageError("--skip-unchanged needs --push: the tags of an unchanged target are moved onto its "
+                         "recorded image in the registry")
+    plan = composition.plan
+    unchanged = records.unchanged_targets(plan, read_latest(plan))
+    for name, record in unchanged.items():
+        print(f"bake-plan: {records.unchanged_line(name, record)}")
+        source = f"{record['repository']}@{record['image_digest']}"
+        for tag in plan["target"][name].get("tags") or []:
+            if settings.dry_run:
+                print(f"bake-plan: would tag {tag} <- {source}")
+            else:
+                create_manifest(tag, [source])
+    records.drop_unchanged(plan, unchanged)
+    composition.unchanged = dict(unchanged)
+    return not plan["group"]["default"]["targets"]
+
+
+def _nothing_to_build(composition: Composition, reports, plan_file: Path) -> int:
+    """Every target was unchanged: no buildx run; the reports say so. :returns: 0."""
+    from bake.run import sitrep
+
+    label = f"{', '.join(composition.requested)} build"
+    reports.prepare(plan_file)
+    report = sitrep.make_sitrep(composition.plan, label, 0, [], {}, {}, unchanged=composition.unchanged)
+    reports.write(report)
+    print(f"bake-plan: {report['summary']}")
+    return 0
 
 
 def publish(settings: Settings) -> int:

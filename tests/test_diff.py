@@ -107,3 +107,37 @@ def test_diff_bad_sides_are_one_line(cli, tmp_path):
     bad = cli(*common, "--from", "2026-02-30", cwd=tmp_path)
     assert bad.returncode == 2 and bad.stderr.strip() == \
         "bake-plan: error: --from '2026-02-30' is not a date in the form YYYY-MM-DD"
+
+
+def test_skip_unchanged_needs_one_platform_and_push(cli, tmp_path):
+    many = cli("build", "--target", "jax", "--registry", "localhost:5555/x", "--skip-unchanged", "--push", cwd=tmp_path)
+    assert many.returncode == 2 and many.stderr.strip() == \
+        "bake-plan: error: --skip-unchanged needs exactly one --platform: a nightly record is of one arch"
+    local = cli("build", "--target", "jax", "--registry", "localhost:5555/x", "--platform", "linux/amd64",
+                "--skip-unchanged", cwd=tmp_path)
+    assert local.returncode == 2 and "--skip-unchanged needs --push" in local.stderr
+
+
+def test_unchanged_targets_are_taken_out_and_their_users_get_the_recorded_image():
+    digest = "sha256:" + "d" * 64
+    plan = {"group": {"default": {"targets": ["w", "a", "b", "c"]}, "v": {"targets": ["a"]}},
+            "target": {
+                "w": {"platforms": ["linux/amd64"], "labels": {"io.bake-plan.input-digest": "sha256:w"}},
+                "a": {"platforms": ["linux/amd64"], "tags": ["r.example/a:latest-amd64"], "contexts": {"w": "target:w"},
+                      "labels": {"io.bake-plan.input-digest": "sha256:a"}},
+                "b": {"platforms": ["linux/amd64"], "tags": ["r.example/b:latest-amd64"], "contexts": {"base": "target:a"},
+                      "labels": {"io.bake-plan.input-digest": "sha256:b"}},
+                "c": {"platforms": ["linux/amd64"], "tags": ["r.example/c:latest-amd64"], "contexts": {"base": "target:a"},
+                      "labels": {"io.bake-plan.input-digest": "sha256:c"}}}}
+    latest = {("a", "amd64"): {"input_digest": "sha256:a", "outcome": "pass", "image_digest": digest,
+                               "repository": "r.example/a", "date": "2026-11-28"},
+              ("b", "amd64"): {"input_digest": "sha256:OLD", "outcome": "pass", "image_digest": digest,
+                               "repository": "r.example/b"},
+              ("c", "amd64"): {"input_digest": "sha256:c", "outcome": "fail", "image_digest": None,
+                               "repository": "r.example/c"}}
+    unchanged = records.unchanged_targets(plan, latest)
+    assert list(unchanged) == ["a"]
+    assert records.drop_unchanged(plan, unchanged) == ["w", "a"]  # w: untagged, only a used it
+    assert plan["group"] == {"default": {"targets": ["b", "c"]}}
+    assert plan["target"]["b"]["contexts"] == {"base": f"docker-image://r.example/a@{digest}"}
+    assert records.unchanged_line("a", unchanged["a"]) == "a: unchanged since nightly-2026-11-28 (input sha256:a)"

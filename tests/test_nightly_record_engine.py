@@ -121,3 +121,64 @@ def test_record_then_diff_from_a_date_reads_the_records_in_a_new_process(engine,
     moved = cli("diff", *common, "--from", DATE.isoformat(), "--base-image",
                 "nvidia/cuda:12.2.0-devel-ubuntu22.04=localhost:5555/cuda@sha256:" + "c" * 64, cwd=tmp_path, check=True)
     assert "jax (amd64): changed" in moved.stdout
+
+
+SCRATCH_FAMILY = '''
+import os
+from bake import Stage, hookimpl
+
+ROOT = os.environ["SKIP_FAMILY_DIR"]
+REGISTRY = os.environ["SKIP_FAMILY_REGISTRY"]
+
+
+@hookimpl
+def bake_plan_stages():
+    def stage(name, **kw):
+        return Stage(name=name, image=name, registry=REGISTRY, kind="single", context=os.path.join(ROOT, name),
+                     platforms=("linux/amd64",), **kw)
+    return [stage("sk-root"), stage("sk-mid", parent="sk-root"), stage("sk-leaf", parent="sk-mid"),
+            stage("sk-side", parent="sk-root")]
+'''
+
+
+def test_skip_unchanged_builds_only_what_changed_since_the_record(cli, engine, make_plugin, tmp_path):
+    namespace = f"{engine.registry}/sk{uuid.uuid4().hex[:8]}"
+    for name, dockerfile in (("sk-root", "FROM scratch\nCOPY f /root.txt\n"), ("sk-mid", "FROM base\nCOPY f /mid.txt\n"),
+                             ("sk-leaf", "FROM base\nCOPY f /leaf.txt\n"), ("sk-side", "FROM base\nCOPY f /side.txt\n")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "Dockerfile").write_text(dockerfile)
+        (tmp_path / name / "f").write_text(name)
+    site = make_plugin(SCRATCH_FAMILY)
+    env = dict(__import__("os").environ, SKIP_FAMILY_DIR=str(tmp_path), SKIP_FAMILY_REGISTRY=namespace,
+               PYTHONPATH=str(site))
+    first = ("--target", "sk-leaf", "--target", "sk-side", "--platform", "linux/amd64", "--date", "2026-11-28")
+    cli("build", *first, "--push", "--sitrep-dir", "r1", "-o", "p1.hcl", cwd=tmp_path, env=env, check=True)
+    cli("record", *first, "--sitrep", "r1", cwd=tmp_path, env=env, check=True)
+    (tmp_path / "sk-mid" / "f").write_text("sk-mid, changed")
+    second = ("--target", "sk-leaf", "--target", "sk-side", "--platform", "linux/amd64", "--date", "2026-11-29")
+    out = cli("build", *second, "--push", "--skip-unchanged", "--sitrep-dir", "r2", "-o", "p2.hcl",
+              cwd=tmp_path, env=env, check=True)
+    assert "bake-plan: sk-root: unchanged since nightly-2026-11-28 (input sha256:" in out.stdout
+    assert "bake-plan: sk-side: unchanged since nightly-2026-11-28" in out.stdout
+    assert "sk-mid: unchanged" not in out.stdout and "sk-leaf: unchanged" not in out.stdout
+    report = json.loads((tmp_path / "r2" / "sitrep.json").read_text())
+    assert report["outcome"] == "pass"
+    assert report["targets"]["sk-root"]["unchanged_since"] == "nightly-2026-11-28"
+    assert "unchanged_since" not in report["targets"]["sk-mid"] and report["targets"]["sk-mid"]["digest"]
+    assert "1 target unchanged" not in report["summary"] and "2 targets unchanged since nightly-2026-11-28" in report["summary"]
+    # tonight's tags of the unchanged images point at last night's images
+    for name in ("sk-root", "sk-side"):
+        assert "nightly-2026-11-29-amd64" in engine.tags(f"{namespace}/{name}")
+        old = engine.docker("buildx", "imagetools", "inspect", "--format", "{{json .Manifest}}",
+                            f"{namespace}/{name}:nightly-2026-11-28-amd64").stdout
+        new = engine.docker("buildx", "imagetools", "inspect", "--format", "{{json .Manifest}}",
+                            f"{namespace}/{name}:nightly-2026-11-29-amd64").stdout
+        assert json.loads(old)["digest"] == json.loads(new)["digest"]
+    # recorded again, a third run builds nothing
+    cli("record", *second, "--sitrep", "r2", cwd=tmp_path, env=env, check=True)
+    third = ("--target", "sk-leaf", "--target", "sk-side", "--platform", "linux/amd64", "--date", "2026-11-30")
+    out = cli("build", *third, "--push", "--skip-unchanged", "--sitrep-dir", "r3", "-o", "p3.hcl",
+              cwd=tmp_path, env=env, check=True)
+    report = json.loads((tmp_path / "r3" / "sitrep.json").read_text())
+    assert report["summary"].endswith("nothing to build, 4 targets unchanged since nightly-2026-11-28, nightly-2026-11-29")
+    assert report["targets"]["sk-mid"]["unchanged_since"] == "nightly-2026-11-29"

@@ -169,7 +169,9 @@ def test_docs_sitrep_gives_every_field_its_meaning_and_source():
     doc = (ROOT / "docs" / "sitrep.md").read_text(encoding="utf-8")
     rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `(\w+)` \|(.*)\|$", doc, re.MULTILINE)}
     report = make_sitrep(_plan(), "sx build", 0, [], {}, {}, steps={}, transfers={}, failures={}, images={})
-    keys = set(report) | {"interrupted", "tests"} | set(report["targets"]["sx-one"])
+    unchanged = make_sitrep(_plan(), "sx build", 0, [], {}, {}, unchanged={"sx-old": {
+        "input_digest": "sha256:1", "image_digest": "sha256:2", "date": "2026-11-28"}})["targets"]["sx-old"]
+    keys = set(report) | {"interrupted", "tests"} | set(report["targets"]["sx-one"]) | set(unchanged)
     assert keys == set(rows), (keys ^ set(rows))
     for key, cells in rows.items():
         meaning, source = cells.split(" | ")[:2]

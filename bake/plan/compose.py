@@ -178,6 +178,9 @@ class Composition:
     input_digests: Dict[str, str] = dataclasses.field(default_factory=dict)
     """Bake target name → its input digest, ``sha256:<hex>`` (:mod:`bake.plan.inputs`; also its
     ``io.bake-plan.input-digest`` label)."""
+    unchanged: Dict[str, dict] = dataclasses.field(default_factory=dict)
+    """``build --skip-unchanged``: target → the newest record whose input digest it has, taken out
+    of the plan (:func:`bake.plan.records.drop_unchanged`); the sitrep lists it as unchanged."""
 
 
 WHEELHOUSE = "wheelhouse"

@@ -10,7 +10,7 @@ A record (docs/nightly-record.md) is one JSON object per bake target and arch::
      "tags": [...], "input_digest": "sha256:…", "image_digest": "sha256:…" | null,
      "pins": {"numpy": "1.26.4", …} | null, "sources": {"JAX": {"url", "ref", "patches"}},
      "base_images": [{"image", "platform", "digest"}], "tests": [{"test", "outcome"}] | null,
-     "size_bytes": 123 | null, "outcome": "pass" | null}
+     "size_bytes": 123 | null, "outcome": "pass" | null, "built_in": "nightly-2026-11-29"}
 """
 
 from __future__ import annotations
@@ -118,6 +118,7 @@ def plan_records(plan: dict, date: Optional[datetime.date] = None) -> List[dict]
                 "image_digest": None, "pins": pins_of(lock) if lock is not None else None,
                 "sources": sources_of(target.get("args") or {}), "base_images": [],
                 "tests": None, "size_bytes": None, "outcome": None,
+                "built_in": f"nightly-{date.isoformat()}" if date else None,
             })
     return out
 
@@ -147,6 +148,8 @@ def make_records(plan: dict, sitrep: dict, date: datetime.date) -> List[dict]:
             record["pins"] = {re.sub(r"[-_.]+", "-", str(k)).lower(): str(v) for k, v in found.items()}
         record["image_digest"] = entry.get("digest")
         record["outcome"] = entry.get("outcome")
+        if entry.get("unchanged_since"):  # not built tonight: the image of that nightly
+            record["built_in"] = entry["unchanged_since"]
         if entry.get("tags"):
             record["tags"] = list(entry["tags"])
         record["base_images"] = [b for b in entry.get("base_images") or []
@@ -335,3 +338,94 @@ def record_refs(plan: dict, date: datetime.date) -> List[Tuple[str, str, str]]:
             out.append((rec["target"], rec["arch"],
                         f"{rec['repository']}:{record_tag(rec['target'], date, rec['arch'])}"))
     return out
+
+
+LATEST = "latest"
+"""The word in the tag of the newest record of a target and arch: ``record-<target>-latest-<arch>``."""
+
+
+def latest_tag(target: str, arch: str) -> str:
+    """The tag of the newest record of a target and arch (pushed with each dated one)."""
+    return f"{RECORD_TAG_PREFIX}{target}-{LATEST}-{arch}"
+
+
+def latest_refs(plan: dict) -> List[Tuple[str, str, str]]:
+    """``(target, arch, ref)`` of the newest record of every tagged target and platform of a plan."""
+    return [(rec["target"], rec["arch"], f"{rec['repository']}:{latest_tag(rec['target'], rec['arch'])}")
+            for rec in plan_records(plan) if rec["repository"]]
+
+
+def unchanged_targets(plan: dict, latest: Mapping[Tuple[str, str], dict]) -> Dict[str, dict]:
+    """The targets of a one-platform plan that need no build: their input digest equals the one of
+    their newest record (``latest``: ``(target, arch)`` → record), whose image passed and was pushed.
+
+    :returns: target → that record.
+    """
+    out = {}
+    for rec in plan_records(plan):
+        if len((plan["target"][rec["target"]].get("platforms") or [])) != 1:
+            continue  # a record is of one arch: a multi-platform target is always built
+        old = latest.get((rec["target"], rec["arch"]))
+        if (old and rec["input_digest"] and old.get("input_digest") == rec["input_digest"]
+                and old.get("outcome") == "pass" and old.get("image_digest") and old.get("repository")):
+            out[rec["target"]] = old
+    return out
+
+
+def drop_unchanged(plan: dict, unchanged: Mapping[str, dict]) -> List[str]:
+    """Take the ``unchanged`` targets out of a plan (in place): out of every group and the ``target``
+    block; a target that builds on one gets its recorded image instead
+    (``docker-image://<repository>@<image digest>``); an untagged target left with no user (a wheel
+    builder only an unchanged target copied from) goes too.
+
+    :returns: every target taken out, in plan order.
+    """
+    targets = plan["target"]
+    gone = set(unchanged)
+    for name, target in targets.items():
+        if name in gone:
+            continue
+        contexts = target.get("contexts") or {}
+        for key, value in contexts.items():
+            dep = value[len("target:"):] if isinstance(value, str) and value.startswith("target:") else None
+            if dep in unchanged:
+                contexts[key] = f"docker-image://{unchanged[dep]['repository']}@{unchanged[dep]['image_digest']}"
+
+    def users(keep: bool) -> set:
+        return {v[len("target:"):] for n, t in targets.items() if (n not in gone) == keep
+                for v in (t.get("contexts") or {}).values() if isinstance(v, str) and v.startswith("target:")}
+
+    while True:  # an untagged target only gone targets built on
+        orphans = {n for n in users(False) - users(True) if n in targets and n not in gone and not targets[n].get("tags")}
+        if not orphans:
+            break
+        gone |= orphans
+    order = [n for n in targets if n in gone]
+    for n in order:
+        del targets[n]
+    for name, group in list(plan.get("group", {}).items()):
+        group["targets"] = [t for t in group.get("targets", []) if t not in gone]
+        if not group["targets"] and name != "default":
+            del plan["group"][name]
+    return order
+
+
+def unchanged_entry(record: dict) -> dict:
+    """The sitrep entry of a target not built because it is unchanged since ``record``'s nightly:
+    ``outcome`` pass, its recorded image, and ``unchanged_since`` (``nightly-<date>``)."""
+    return {"outcome": "pass", "platforms": [record.get("platform")], "tags": list(record.get("tags") or []),
+            "base_images": list(record.get("base_images") or []), "digest": record.get("image_digest"),
+            "input_digest": record.get("input_digest"), "unchanged_since": built_in(record),
+            "duration_s": None, "steps_cached": None, "steps_run": None, "context_bytes": None,
+            "failed_steps": [], "size_bytes": {}}
+
+
+def unchanged_line(target: str, record: dict) -> str:
+    """``<target>: unchanged since nightly-<date> (input sha256:…)``."""
+    return f"{target}: unchanged since {built_in(record)} (input {record.get('input_digest')})"
+
+
+def built_in(record: dict) -> str:
+    """``nightly-<date>`` of the build that made a record's image (an unchanged target's record
+    keeps the night it was built in)."""
+    return record.get("built_in") or f"nightly-{record.get('date')}"

@@ -348,4 +348,4 @@ def _sitrep(composition: Composition, label: str, run: engine.BakeRun, known: Se
     return sitrep.make_sitrep(composition.plan, label, run.returncode, run.failed, run.metadata, run.durations,
                               error=run.error, steps=run.steps, failed_steps=run.failed_steps, exported=run.exported,
                               known=known, sizes=sizes, transfers=run.transfers, failures=run.failures,
-                              images=run.images, resolve=resolve)
+                              images=run.images, resolve=resolve, unchanged=composition.unchanged)

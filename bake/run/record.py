@@ -63,7 +63,8 @@ def write_records(plan: dict, sitrep: dict, date: datetime.date,
                   create: Optional[Callable[..., None]] = None,
                   dry_run: bool = False) -> List[Tuple[str, Optional[str]]]:
     """Push a record of each target the sitrep names as pushed (``outcome`` pass and an image
-    digest), one per platform, beside its image (:func:`bake.plan.records.record_tag`).
+    digest), one per platform, beside its image (:func:`bake.plan.records.record_tag`), and again
+    as the newest record of the target and arch (:func:`bake.plan.records.latest_tag`).
 
     What ``publish`` (or a command after ``build --push``) calls once the sitrep is written.
 
@@ -90,7 +91,11 @@ def write_records(plan: dict, sitrep: dict, date: datetime.date,
             continue
         ref = f"{record['repository']}:{records.record_tag(record['target'], date, record['arch'])}"
         if not dry_run:
-            create(ref, [f"{record['repository']}@{record['image_digest']}"], annotations=[annotation_of(record)])
+            source = [f"{record['repository']}@{record['image_digest']}"]
+            create(ref, source, annotations=[annotation_of(record)])
+            # the newest record of the target and arch, which build --skip-unchanged reads
+            latest = records.latest_tag(record["target"], record["arch"])
+            create(f"{record['repository']}:{latest}", source, annotations=[annotation_of(record)])
         out.append((ref, None))
     return out
 
@@ -118,6 +123,18 @@ def read_records(plan: dict, date: datetime.date,
         found = read_record(ref, annotations)
         if found is not None:
             out.append(found)
+    return out
+
+
+def read_latest(plan: dict, annotations: Optional[Callable[[str], Optional[Dict[str, str]]]] = None
+                ) -> Dict[Tuple[str, str], dict]:
+    """The newest record of every tagged target and platform of ``plan`` that has one:
+    ``(target, arch)`` → record (:func:`bake.plan.records.latest_refs`)."""
+    out = {}
+    for target, arch, ref in records.latest_refs(plan):
+        found = read_record(ref, annotations)
+        if found is not None:
+            out[(target, arch)] = found
     return out
 
 

@@ -182,6 +182,7 @@ def make_sitrep(
     failures: Optional[Dict[str, List[dict]]] = None,
     images: Optional[Dict[str, List[tuple]]] = None,
     resolve: Callable[[str], Optional[str]] = lambda ref: None,
+    unchanged: Optional[Dict[str, dict]] = None,
 ) -> dict:
     """Build the sitrep of one bake run.
 
@@ -196,6 +197,8 @@ def make_sitrep(
         (:func:`step_owner`).
     :param exported: target → digest of the targets the progress showed exported (and pushed):
         buildx writes no metadata when the bake fails, so these still ``pass`` in a failed run.
+    :param unchanged: ``build --skip-unchanged``: target → the nightly record it was not built
+        against (its input digest the same); listed first, ``pass`` with ``unchanged_since``.
     :param sizes: ``repo@digest`` of a pushed image → its compressed size in bytes per platform
         (``""`` for a single-platform image); the default knows none (nothing was pushed).
     :param known: the current values of the build's secrets, redacted wherever they appear.
@@ -245,6 +248,10 @@ def make_sitrep(
             seen = steps.get(name, {"cached": 0, "run": 0})
             entry["steps_cached"], entry["steps_run"] = seen["cached"], seen["run"]
         targets[name] = entry
+    if unchanged:
+        from bake.plan.records import unchanged_entry
+
+        targets = {**{name: unchanged_entry(rec) for name, rec in unchanged.items()}, **targets}
     if returncode != 0 and not any(t["outcome"] == FAIL for t in targets.values()):
         # buildx failed without naming a target: every target it did not finish failed.
         for entry in targets.values():
@@ -254,13 +261,24 @@ def make_sitrep(
     outcome = PASS if returncode == 0 and all(t["outcome"] == PASS for t in targets.values()) else FAIL
     error = shown(error.strip(), known) if error and error.strip() else None
     if outcome == PASS:
-        summary = f"{label}: {'' if len(targets) == 1 else 'all '}{counted(len(targets), 'target')} built"
+        built_now = len(targets) - len(unchanged or ())
+        summary = (f"{label}: {'' if built_now == 1 else 'all '}{counted(built_now, 'target')} built" if built_now
+                   else f"{label}: nothing to build")
+        if unchanged:
+            summary += f", {counted(len(unchanged), 'target')} unchanged since {_since(unchanged)}"
     else:
         summary = f"{label}: failed: {', '.join(failing) or 'the build'}"
         if error:
             summary += f" ({clipped(error, 200)})"
     return {"summary": summary, "badge_label": label, "outcome": outcome,
             "error": error if outcome == FAIL else None, "targets": targets}
+
+
+def _since(unchanged: Dict[str, dict]) -> str:
+    """``nightly-<date>`` of the records, or the dates joined when they differ."""
+    from bake.plan.records import built_in
+
+    return ", ".join(sorted({built_in(r) for r in unchanged.values()}))
 
 
 def redacted(node, known: Sequence[str] = ()):

@@ -213,6 +213,7 @@ class Settings:
     all_or_nothing: bool = False  # publish --all-or-nothing
     diff_from: Optional[str] = None  # diff --from: a plan or record file, or the DATE of a nightly's records
     diff_to: str = "plan"  # diff --to: "plan" (this plan), a plan or record file, or a DATE
+    skip_unchanged: bool = False  # build --skip-unchanged: no build of a target its newest record matches
     verbosity: int = 0
     progress: str = "auto"
 
@@ -352,6 +353,7 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
         local=bool(flag("local")), lint=bool(flag("lint")), in_image=bool(flag("in_image")),
         sitreps=tuple(flag("sitrep") or ()), all_or_nothing=bool(flag("all_or_nothing")),
         diff_from=flag("diff_from"), diff_to=flag("diff_to") or "plan",
+        skip_unchanged=bool(flag("skip_unchanged")),
         verbosity=verbosity, progress=_progress(provenance["progress"], verbosity),
     )
 
