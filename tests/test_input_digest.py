@@ -123,6 +123,9 @@ def test_the_date_the_tags_and_the_registry_change_nothing(tmp_path):
     assert digests(Family(tmp_path), date=datetime.date(2027, 1, 2)) == before
     assert digests(Family(tmp_path), registry="ghcr.io/elsewhere") == before
     assert digests(Family(tmp_path), Tags()) == before
+    pm = get_plugin_manager(load_entrypoints=False, plugins=[policies, Family(tmp_path), Tags()])
+    tagged = make_plan(PlanOptions(targets=("leaf",), date=DATE), pm).plan["target"]["leaf"]["tags"]
+    assert tagged == ["localhost:5555/family/leaf:other-final"]  # the tags did change
 
 
 def test_plan_json_shows_the_label(tmp_path):
