@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from bake import Stage, hookimpl
+from bake import Source, Stage, hookimpl
 from bake.api import make_plan, render
 from bake.plan.compose import PlanOptions
 from bake.plan.inputs import INPUT_DIGEST_LABEL, Hasher, input_digests
@@ -24,8 +24,9 @@ DOCKERFILE = "FROM scratch AS base\nFROM base AS mealkit\nCOPY . /src\nFROM meal
 class Family:
     """root ← mid ← leaf, and root ← sibling: each stage has a context directory of its own."""
 
-    def __init__(self, tmp_path, base="python:3.11-slim", mid_args=None, tags=None):
+    def __init__(self, tmp_path, base="python:3.11-slim", mid_args=None, tags=None, mid_ref="a" * 40, patches=()):
         self.base, self.mid_args, self.tag_list = base, mid_args or {}, tags
+        self.mid_source = Source(name="MID", url="https://github.com/example/mid.git", ref=mid_ref, patches=patches)
         self.dirs = {}
         for name in ("root", "mid", "leaf", "sibling"):
             d = tmp_path / name
@@ -40,7 +41,7 @@ class Family:
         def stage(name, **kw):
             return Stage(name=name, image=name, registry="localhost:5555/family", context=str(self.dirs[name]),
                          platforms=("linux/amd64",), **kw)
-        return [stage("root", base_image=self.base), stage("mid", parent="root", args=self.mid_args),
+        return [stage("root", base_image=self.base), stage("mid", parent="root", args=self.mid_args, sources=(self.mid_source,)),
                 stage("leaf", parent="mid"), stage("sibling", parent="root")]
 
 
@@ -171,3 +172,24 @@ def test_an_unreadable_file_still_gives_a_digest(tmp_path):
     (tmp_path / "secret").write_text("x")
     os.chmod(tmp_path / "secret", 0)
     assert input_digests({"t": {"context": str(tmp_path)}})["t"].startswith("sha256:")
+
+
+def test_a_source_commit_or_patch_changes_that_target_and_its_descendants_only(tmp_path):
+    before = digests(Family(tmp_path))
+    assert changed(before, digests(Family(tmp_path, mid_ref="b" * 40))) == MID_AND_BELOW
+    assert changed(before, digests(Family(tmp_path, patches=("pull/12/head",)))) == MID_AND_BELOW
+
+
+def test_the_lock_a_locked_final_installs_changes_that_final_only(tmp_path):
+    lock = tmp_path / "lock"
+    lock.mkdir()
+    (lock / "requirements.lock").write_text("numpy==1.26.4\n")
+    targets = {
+        "m": {"context": "https://example.com/m.git"},
+        "f": {"context": "https://example.com/m.git", "contexts": {"mealkit": "target:m", "pip-lock": str(lock)}},
+        "child": {"context": "https://example.com/c.git", "contexts": {"base": "target:m"}},
+    }
+    first = input_digests(targets)
+    (lock / "requirements.lock").write_text("numpy==2.0.0\n")
+    second = input_digests(targets)
+    assert {n for n in first if first[n] != second[n]} == {"f"}
