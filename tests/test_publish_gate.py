@@ -232,3 +232,15 @@ def test_retries_back_off_exponentially_honour_retry_after_and_stop_at_the_bound
 
     retries = Retries()
     assert retrying(third_time, "x", retries, sleep=lambda s: None) == "sha256:ab" and retries.count == 2
+
+
+def test_the_listing_of_distributions_is_kept_only_when_whole():
+    from bake.run.engine import ContainerRun
+    from bake.run.imagetest import _listing
+
+    whole = ["bake-plan-installed 2", "numpy 2.0.0", "six 1.16.0"]
+    assert _listing(ContainerRun(0, whole, 1.0)) == {"numpy": "2.0.0", "six": "1.16.0"}
+    assert _listing(ContainerRun(0, whole[:2], 1.0)) is None  # cut short: unknown, not "six is absent"
+    assert _listing(ContainerRun(0, whole[1:], 1.0)) is None  # the head was dropped (the output bound)
+    assert _listing(ContainerRun(127, [], 1.0)) is None  # no Python in the image
+    assert _listing(ContainerRun(0, whole, 120.0, timed_out=True)) is None

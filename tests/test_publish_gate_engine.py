@@ -414,3 +414,61 @@ def test_a_move_failing_part_way_puts_the_tags_already_moved_back(engine, refusi
     assert f"published {proxy}/{namespace}/one:latest" in proc.stdout  # it had moved
     assert {image: digest(image, "latest") for image in ("one", "two")} == before
     assert digest("one", f"nightly-{NIGHT2}") != before["one"]  # the dated tags stay published
+
+
+# --- arches that do not agree -------------------------------------------------------------------
+
+PY_DOCKERFILE = """\
+ARG BASE_IMAGE=python:3.11-slim-bookworm
+FROM ${BASE_IMAGE}
+ARG TARGETARCH
+RUN if [ "$TARGETARCH" = arm64 ]; then \\
+      d=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') && \\
+      mkdir -p "$d/only_arm-1.0.dist-info" && \\
+      printf 'Metadata-Version: 2.1\\nName: Only_Arm\\nVersion: 1.0\\n' > "$d/only_arm-1.0.dist-info/METADATA"; \\
+    fi
+"""
+
+
+def test_arches_with_different_distributions_hold_the_image_naming_the_distribution(engine, tmp_path):
+    namespace = f"{engine.registry}/ga{uuid.uuid4().hex[:8]}"
+    site = tmp_path / "site"
+    (site / "ga_py-0.0.dist-info").mkdir(parents=True)
+    (site / "ga_py-0.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: ga-py\nVersion: 0.0\n")
+    (site / "ga_py-0.0.dist-info" / "entry_points.txt").write_text("[bake_plan]\nga-py = ga_py\n")
+    (site / "ga_py.py").write_text(textwrap.dedent(f'''
+        from bake import Stage, hookimpl
+        @hookimpl
+        def bake_plan_stages():
+            return [Stage(name="py", image="py", kind="single", context={str(site / "py")!r},
+                          base_image="python:3.11-slim-bookworm", registry={namespace!r}, tests=("python3 -V",),
+                          platforms=("linux/amd64", "linux/arm64"))]
+        '''))
+    (site / "py").mkdir()
+    (site / "py" / "Dockerfile").write_text(PY_DOCKERFILE)
+
+    def run(*args):
+        return subprocess.run([str(console_script()), *args[:1], "--config", os.devnull, "--target", "py", "--date",
+                               NIGHT2, *args[1:]], cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(site)),
+                              capture_output=True, text=True, timeout=900)
+
+    for arch in ("amd64", "arm64"):
+        where = ["--platform", f"linux/{arch}", "--sitrep-dir", str(tmp_path / "reports" / arch)]
+        proc = run("build", *where, "--push", "--base-image",
+                   f"python:3.11-slim-bookworm={engine.registry}/stand-in/python:bookworm")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        proc = run("test", *where)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    installed = {arch: json.loads((tmp_path / "reports" / arch / "sitrep.json").read_text())["tests"]["installed"]
+                 for arch in ("amd64", "arm64")}
+    assert [(e["target"], e["platform"]) for e in installed["arm64"]] == [("py", "linux/arm64")]
+    assert installed["arm64"][0]["distributions"]["only-arm"] == "1.0"  # the name as pip normalises it
+    assert "only-arm" not in installed["amd64"][0]["distributions"]
+    assert installed["amd64"][0]["distributions"].keys() - {"only-arm"} == \
+        installed["arm64"][0]["distributions"].keys() - {"only-arm"}
+
+    proc = run("publish", "--sitrep", str(tmp_path / "reports"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "held back py: py: arches differ: only-arm: absent on amd64, 1.0 on arm64" in proc.stdout
+    tags = engine.tags(f"{namespace}/py")
+    assert f"nightly-{NIGHT2}" in tags and "latest" not in tags  # dated published, floating held

@@ -305,17 +305,11 @@ INSTALLED_KEEP = 2000
 """At most this many output lines of the listing are read (a longer list is not recorded)."""
 
 _INSTALLED_HEADER = "bake-plan-installed"
-_INSTALLED_SCRIPT = """\
-import importlib.metadata as m, re
-seen = {}
-for d in m.distributions():
-    name = (d.metadata['Name'] or '').strip()
-    if name:
-        seen.setdefault(re.sub(r'[-_.]+', '-', name).lower(), d.version)
-print('%s', len(seen))
-for name in sorted(seen):
-    print(name, seen[name])
-""" % _INSTALLED_HEADER
+_INSTALLED_SCRIPT = (  # one line: ``-v`` shows the command as one shell line
+    "import importlib.metadata as m, re; names = [((d.metadata['Name'] or '').strip(), d.version) "
+    "for d in m.distributions()]; seen = {}; "
+    "[seen.setdefault(re.sub(r'[-_.]+', '-', n).lower(), v) for n, v in names if n]; "
+    f"print('{_INSTALLED_HEADER}', len(seen)); [print(n, seen[n]) for n in sorted(seen)]")
 _INSTALLED_ARGV = ["sh", "-c", 'for p in python3 python; do if command -v "$p" >/dev/null 2>&1; then '
                    'exec "$p" -c "$1"; fi; done; exit 127', "sh", _INSTALLED_SCRIPT]
 """The listing run in each tested image: the image's Python (``python3``, else ``python``) prints
