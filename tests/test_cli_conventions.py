@@ -1,4 +1,4 @@
-"""What users of buildx, pip-tools and pytest expect of a command line (issue 15, item 3):
+"""What users of buildx, pip-tools and pytest expect of a command line:
 
 - a plan file bake-plan did not write (a hand-written ``docker-bake.hcl``) is never replaced
   without ``--force``; the plans bake-plan writes say so in their first lines;

@@ -470,8 +470,8 @@ def bake_plan_adjust_target(name, target):
                                            ("float('nan')", "float nan is not a string")],
                          ids=["int", "nan"])
 def test_adjust_target_adding_a_bad_arg_is_blamed_on_that_plugin(cli, make_plugin, tmp_path, value, needle):
-    """The value one plugin adds to another plugin's target names the plugin that added it (issue 16's
-    new-user pass: a wrong type in args was blamed on the stage's own plugin)."""
+    """The value one plugin adds to another plugin's target names the plugin that added it (a
+    wrong type in args was blamed on the stage's own plugin)."""
     site = make_plugin(f"""
 from bake import hookimpl
 @hookimpl

@@ -1,4 +1,4 @@
-"""``bake-plan lock`` for a Python the host does not have (issue 12): on this Python 3.11 host, a
+"""``bake-plan lock`` for a Python the host does not have: on this Python 3.11 host, a
 stage on the Debian bullseye stand-in (Python 3.9, ``scripts/test-engine stand-ins``) that
 declares ``python = "3.9"`` is locked by uv for 3.9, and that lock has the same pins as the
 image's own pip-compile on its Python 3.9.

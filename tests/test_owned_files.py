@@ -1,4 +1,4 @@
-"""Files bake-plan did not write (issue 14, kind 4), and the pip side's options.
+"""Files bake-plan did not write, and the pip side's options.
 
 bake-plan replaces or deletes a file only when it is its own: a lock (or its copy in the
 ``pip-lock`` context) whose header names the stage, or a file listed with its content's hash in

@@ -1,4 +1,4 @@
-"""What a plugin author meets (issue 15): a registry of their own or the configured one, the
+"""What a plugin author meets: a registry of their own or the configured one, the
 ``bake-scripts`` named context on any base, ``bake.testing`` naming plugins as the command line
 does, a warning for an unmarked ``bake_plan_*`` function, and a broken plugin's error saying how
 to run without it."""

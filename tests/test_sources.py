@@ -589,7 +589,7 @@ def test_the_lock_of_an_unreachable_source_is_one_line(cli, tmp_path, stand_ins)
 
 def test_the_manifest_is_read_once_while_unchanged_and_again_when_edited_or_relinked(tmp_path, monkeypatch):
     """:func:`load_manifest` is called for every source of every plugin: it parses the file once,
-    and again after an edit, or when a link in its path points at another file (issue 16: the key
+    and again after an edit, or when a link in its path points at another file (the key
     is the file's absolute path, device, inode, mtime and size, not a resolved path)."""
     from bake.pip import sources
 

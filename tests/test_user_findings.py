@@ -132,7 +132,7 @@ def test_sigterm_cancels_the_build_and_writes_the_sitrep(engine, make_plugin, tm
     rest = proc.communicate(timeout=60)[0]
     assert proc.returncode == 130, "".join(seen) + rest
     sitrep = json.loads((tmp_path / "sitrep" / "sitrep.json").read_text())
-    assert sitrep["interrupted"] is True and sitrep["outcome"] == "interrupted"  # issue 13: not "fail"
+    assert sitrep["interrupted"] is True and sitrep["outcome"] == "interrupted"  # not "fail"
     badge = json.loads((tmp_path / "sitrep" / "badge.json").read_text())
     assert badge["message"] == "interrupted"
     assert sitrep["targets"]["sleeper"]["outcome"] == "not built"

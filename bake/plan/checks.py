@@ -246,7 +246,7 @@ def _check_target(stage: Stage, name: str, target: dict, culprit: Culprit, not_s
     else:
         strings = list(walk_strings(target))
     for path, text in strings:
-        if NUL in text:  # no build arg, label, path or file can carry one (issue 14)
+        if NUL in text:  # no build arg, label, path or file can carry one
             attr, key = _path_parts(path)
             raise StageError(f"{where(attr, key)}, {path}: holds {describe(NUL)}, which nothing a build reads can carry")
         if text.isascii():  # ASCII is valid UTF-8 and already NFC

@@ -2,7 +2,7 @@
 
 Finding them is the standard library's job (:func:`importlib.metadata.entry_points`), but
 importing :mod:`importlib.metadata` (with ``email``, ``zipfile``, ``csv``, ``socket``) and reading
-every distribution's metadata is about a quarter of a plan's cold start (issue 16). So the answer
+every distribution's metadata is about a quarter of a plan's cold start. So the answer
 is kept in ``$XDG_CACHE_HOME/bake-plan/entry-points-<interpreter>.json`` (``~/.cache`` by default)
 with a stamp of what it was read from, and a later run whose stamp is the same takes it from there
 without importing :mod:`importlib.metadata`.

@@ -73,7 +73,7 @@ VALUE_PATTERNS: Tuple[Tuple[str, "re.Pattern[str]"], ...] = (
 # One pass over a string first, as most strings match none of the token patterns; the URL
 # patterns (slow: they try every word boundary) only run on strings with "://" and "@". The
 # patterns that start at a word boundary share one "\b" (tested once per position, not once per
-# pattern: four times faster, issue 16), so it matches where one of them would.
+# pattern: four times faster), so it matches where one of them would.
 _TOKEN_PATTERNS = [pattern.pattern for _, pattern in VALUE_PATTERNS if pattern not in _URL_PATTERNS]
 _ANY_TOKEN = re.compile("|".join([f"(?:{p})" for p in _TOKEN_PATTERNS if not p.startswith(r"\b")]
                                  + [r"\b(?:" + "|".join(f"(?:{p[2:]})" for p in _TOKEN_PATTERNS
