@@ -377,7 +377,7 @@ def _publish_gated(settings: Settings) -> int:
     published; 1 an image held back, a per-arch image missing, or a failure part-way (after the
     rollback under ``--all-or-nothing``)."""
     from bake.run import engine
-    from bake.run.gate import decide
+    from bake.plan.gate import decide
     from bake.run.publish import manifests
     from bake.run.release import publish_gated, select
     from bake.run.retry import Retries

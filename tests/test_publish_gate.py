@@ -17,7 +17,7 @@ from bake.errors import RunError, UsageError
 from bake.plan.compose import PlanOptions
 from bake.plan.plugins import get_plugin_manager
 from bake.resources import stage_dir
-from bake.run.gate import Evidence, arch_differences, decide, is_dated
+from bake.plan.gate import arch_differences, decide, is_dated
 from bake.run.publish import manifests
 from bake.run.release import select
 from bake.run.retry import Retries, passing, retry_after, retrying

@@ -2,7 +2,7 @@
 
 ``publish --sitrep`` (:func:`publish_gated`) makes each image's multi-arch indexes from the
 per-arch images pinned by the digests it checked: first every dated index (``nightly-DATE``,
-annotated with the gate's outcome, :data:`bake.run.gate.GATE_ANNOTATION`), then it moves each
+annotated with the gate's outcome, :data:`bake.plan.gate.GATE_ANNOTATION`), then it moves each
 floating tag (``latest``) of an image that passed onto the dated index of the same per-arch
 images (one source that is an index is pushed as it is: the floating tag gets the very digest of
 the dated one). Before any floating tag moves, the digest it points at is recorded; with
@@ -24,7 +24,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from bake.errors import BakePlanError
 from bake.run.engine import repository_of
-from bake.run.gate import GATE_ANNOTATION, GATE_REASON_ANNOTATION, PASS, Decision, is_dated
+from bake.plan.gate import GATE_ANNOTATION, GATE_REASON_ANNOTATION, PASS, Decision, is_dated
 from bake.run.publish import Manifest
 
 
@@ -104,7 +104,7 @@ def publish_gated(wanted: Sequence[Manifest], date: datetime.date, decisions: Op
                   on_created: Callable[[str, List[str]], None] = lambda tag, sources: None) -> Outcome:
     """Publish ``wanted`` through the gate (see the module's docstring).
 
-    :param decisions: target → the gate's decision (:func:`bake.run.gate.decide`), ``None``: no gate.
+    :param decisions: target → the gate's decision (:func:`bake.plan.gate.decide`), ``None``: no gate.
     :param on_created: ``(tag, sources)`` after each tag is made or moved (the CLI prints it at once).
     :returns: what was done; ``missing`` non-empty means nothing was created; ``failed`` says
         what stopped the work part-way (with ``all_or_nothing`` after the rollback).

@@ -1,7 +1,7 @@
 """Reading the sitreps given to ``publish --sitrep``: each file, or each ``sitrep.json`` under a
 directory, read as untrusted input (another job wrote it; an artifact may be truncated, of another
 tool, or hostile): a wrong shape is one line naming the file and the field, exit 2, before any
-registry is asked anything. What they say together is a :class:`bake.run.gate.Evidence`.
+registry is asked anything. What they say together is a :class:`bake.plan.gate.Evidence`.
 
 The shape read (:mod:`bake.run.sitrep`): ``targets.<name>`` with ``outcome`` (a string) and
 ``platforms`` (strings), and after ``bake-plan test`` ``tests.results[]`` with ``stage``,
@@ -17,7 +17,7 @@ from typing import Iterable, List
 
 from bake.documents import DocumentError, read_json
 from bake.errors import UsageError
-from bake.run.gate import Evidence, TestResult, arch_of_platform
+from bake.plan.gate import Evidence, TestResult, arch_of_platform
 
 SITREP = "sitrep.json"
 MAX_FILES = 1000
