@@ -17,7 +17,8 @@ A, B = "a" * 40, "b" * 40
 def test_pins_of_a_lock_with_hashes_comments_and_urls():
     text = ("# header\n--index-url https://example.invalid/simple\nNumPy==1.26.4 \\\n    --hash=sha256:00 \\\n"
             "    --hash=sha256:11\n    # via jax\nzope.interface==6.0  # via x\n"
-            "mylib @ https://example.invalid/mylib-1.0.tar.gz\n-e file:///opt/jax\njax[cuda]==0.4.30 ; python_version>'3'\n")
+            "mylib @ https://example.invalid/mylib-1.0.tar.gz\n-e file:///opt/jax\n"
+            "jax[cuda]==0.4.30 ; python_version>'3'\n")
     assert records.pins_of(text) == {"numpy": "1.26.4", "zope-interface": "6.0",
                                      "mylib": "https://example.invalid/mylib-1.0.tar.gz", "jax": "0.4.30"}
 
@@ -128,9 +129,11 @@ def test_unchanged_targets_are_taken_out_and_their_users_get_the_recorded_image(
                 "w": {"platforms": ["linux/amd64"], "labels": {"io.bake-plan.input-digest": "sha256:w"}},
                 "a": {"platforms": ["linux/amd64"], "tags": ["r.example/a:latest-amd64"], "contexts": {"w": "target:w"},
                       "labels": {"io.bake-plan.input-digest": "sha256:a"}},
-                "b": {"platforms": ["linux/amd64"], "tags": ["r.example/b:latest-amd64"], "contexts": {"base": "target:a"},
+                "b": {"platforms": ["linux/amd64"], "tags": ["r.example/b:latest-amd64"],
+                      "contexts": {"base": "target:a"},
                       "labels": {"io.bake-plan.input-digest": "sha256:b"}},
-                "c": {"platforms": ["linux/amd64"], "tags": ["r.example/c:latest-amd64"], "contexts": {"base": "target:a"},
+                "c": {"platforms": ["linux/amd64"], "tags": ["r.example/c:latest-amd64"],
+                      "contexts": {"base": "target:a"},
                       "labels": {"io.bake-plan.input-digest": "sha256:c"}}}}
     latest = {("a", "amd64"): {"input_digest": "sha256:a", "outcome": "pass", "image_digest": digest,
                                "repository": "r.example/a", "date": "2026-11-28"},

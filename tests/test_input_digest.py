@@ -41,7 +41,8 @@ class Family:
         def stage(name, **kw):
             return Stage(name=name, image=name, registry="localhost:5555/family", context=str(self.dirs[name]),
                          platforms=("linux/amd64",), **kw)
-        return [stage("root", base_image=self.base), stage("mid", parent="root", args=self.mid_args, sources=(self.mid_source,)),
+        return [stage("root", base_image=self.base),
+                stage("mid", parent="root", args=self.mid_args, sources=(self.mid_source,)),
                 stage("leaf", parent="mid"), stage("sibling", parent="root")]
 
 

@@ -305,7 +305,8 @@ def source_words(s: dict) -> str:
     """One :func:`source_changes` entry as words: ``NAME: URL OLD → NEW [compare link]``."""
     text = f"{s['name']}: {s['url']} {s['from'] or 'none'} → {s['to'] or 'none'}"
     if s["patches_from"] != s["patches_to"]:
-        text += f" (patches {' '.join(s['patches_from'] or []) or 'none'} → {' '.join(s['patches_to'] or []) or 'none'})"
+        old, new = (" ".join(s[k] or []) or "none" for k in ("patches_from", "patches_to"))
+        text += f" (patches {old} → {new})"
     return text + (f" {s['compare']}" if s["compare"] else "")
 
 
@@ -396,7 +397,8 @@ def drop_unchanged(plan: dict, unchanged: Mapping[str, dict]) -> List[str]:
                 for v in (t.get("contexts") or {}).values() if isinstance(v, str) and v.startswith("target:")}
 
     while True:  # an untagged target only gone targets built on
-        orphans = {n for n in users(False) - users(True) if n in targets and n not in gone and not targets[n].get("tags")}
+        orphans = {n for n in users(False) - users(True)
+                   if n in targets and n not in gone and not targets[n].get("tags")}
         if not orphans:
             break
         gone |= orphans
