@@ -194,3 +194,12 @@ def test_the_lock_a_locked_final_installs_changes_that_final_only(tmp_path):
     (lock / "requirements.lock").write_text("numpy==2.0.0\n")
     second = input_digests(targets)
     assert {n for n in first if first[n] != second[n]} == {"f"}
+
+
+def test_the_sitrep_gives_each_target_its_input_digest(tmp_path):
+    from bake.run.sitrep import make_sitrep
+
+    pm = get_plugin_manager(load_entrypoints=False, plugins=[policies, Family(tmp_path)])
+    composition = make_plan(PlanOptions(targets=("leaf",), date=DATE), pm)
+    report = make_sitrep(composition.plan, "leaf build", 0, [], {}, {})
+    assert {n: t["input_digest"] for n, t in report["targets"].items()} == composition.input_digests
