@@ -14,7 +14,7 @@ provenance and SBOM (``tests/test_provenance_engine.py``, buildx 0.29 and 0.13 a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, List
+from typing import Callable, List
 
 from bake.errors import BakePlanError, RunError
 from bake.plan.compose import Composition
@@ -46,14 +46,29 @@ def manifests(composition: Composition) -> List[Manifest]:
     return out
 
 
+CHECKS_AT_ONCE = 8
+"""How many per-arch images :func:`missing_sources` asks the registry about at once (each is a
+docker CLI run of about a second, mostly waiting)."""
+
+
 def missing_sources(wanted: List[Manifest], exists: Callable[[str], bool]) -> List[str]:
-    """The per-arch images that are not in the registry, in plan order (each asked once)."""
-    seen: Dict[str, bool] = {}
-    for manifest in wanted:
-        for source in manifest.sources:
-            if source not in seen:
-                seen[source] = exists(source)
-    return [ref for ref, ok in seen.items() if not ok]
+    """The per-arch images that are not in the registry, in plan order (each asked once,
+    :data:`CHECKS_AT_ONCE` at a time; ``exists`` must be safe to call from several threads).
+
+    :raises bake.errors.BakePlanError: what ``exists`` raised for the first image, in plan order,
+        it raised for (the questions not yet asked are not asked).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    refs = list(dict.fromkeys(source for manifest in wanted for source in manifest.sources))
+    if len(refs) < 2:
+        return [ref for ref in refs if not exists(ref)]
+    pool = ThreadPoolExecutor(max_workers=min(CHECKS_AT_ONCE, len(refs)))
+    try:
+        answers = list(pool.map(exists, refs))
+    finally:  # a failure or an interrupt does not wait for the questions not yet asked
+        pool.shutdown(wait=False, cancel_futures=True)
+    return [ref for ref, ok in zip(refs, answers) if not ok]
 
 
 class PublishIncomplete(RunError):
