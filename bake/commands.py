@@ -287,8 +287,6 @@ def publish(settings: Settings) -> int:
     lines = sys.stderr if as_json else sys.stdout
     digests: dict = {}  # per-arch ref → digest, from the one existence check of each
     engine.show_commands(_tracing(settings))
-    print("bake-plan: note: no gate applied (no --sitrep): every tag is published from its per-arch images",
-          file=_informing(settings, sys.stderr))
     registry = _registry_calls(settings, Retries(), sys.stderr)
 
     def exists(ref: str) -> bool:
@@ -314,6 +312,8 @@ def publish(settings: Settings) -> int:
     if as_json:
         write_atomic("-", json.dumps(publish_report(wanted, digests, missing, settings.dry_run), indent=2) + "\n",
                      what="the publish report")
+    print("bake-plan: note: no gate applied (no --sitrep): the floating tags move whatever the tests said",
+          file=_informing(settings, lines))
     if missing:
         print(f"bake-plan: error: not publishing: {len(missing)} per-arch image(s) missing; no tag was created:",
               file=sys.stderr)
@@ -393,8 +393,8 @@ def _publish_gated(settings: Settings) -> int:
     retries = Retries()
     registry = _registry_calls(settings, retries, sys.stderr)
     if decisions is None:
-        print("bake-plan: note: no gate applied (no --sitrep): every floating tag moves",
-              file=_informing(settings, sys.stderr))
+        print("bake-plan: note: no gate applied (no --sitrep): the floating tags move whatever the tests said",
+              file=_informing(settings, lines))
     held = {name: d for name, d in (decisions or {}).items() if not d.floating}
     for name, decision in held.items():
         print(f"held back {name}: {'; '.join(decision.reasons)}", file=lines, flush=True)

@@ -187,6 +187,11 @@ def test_promote_of_a_date_that_failed_is_refused_and_of_one_that_passed_moves(n
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert f"ga-mid: {nights.namespace}/ga-mid:nightly-{NIGHT2} did not pass the gate" in proc.stderr
     assert nights.floating() == before
+    proc = nights.run("promote", *targets, "--date", NIGHT2, "--force", "--dry-run", night="2")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"would move {nights.namespace}/ga-mid:latest -> {nights.namespace}/ga-mid:nightly-{NIGHT2} (sha256:" \
+        in proc.stdout
+    assert nights.floating() == before  # a dry run moves nothing
     proc = nights.run("promote", *targets, "--date", NIGHT1, night="1")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     now = nights.floating()
