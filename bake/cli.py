@@ -280,7 +280,10 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
                               "puts the tags already moved back on their earlier digests")
     publish.add_argument("--format", choices=TEXT_FORMATS, default="text",
                          help="text: a line per tag; json: the lines go to stderr and stdout gets "
-                              "{dry_run, tags: [{tag, digest, sources: [{ref, arch, digest}]}], missing}")
+                              "{dry_run, tags: [{tag, digest, sources: [{ref, arch, digest}]}], missing, retries}; "
+                              "with --sitrep or --all-or-nothing {dry_run, gate: {applied, images: {T: {dated, "
+                              "floating, reasons}}}, all_or_nothing, published: [{tag, digest}], kept: [{tag, digest}], "
+                              "missing, rolled_back: [{tag, digest, how}], failed, retries}")
 
     promote = sub.add_parser("promote", help="move the floating tags (latest, mealkit) of the targets' chains onto "
                                              "one night's dated multi-arch images")

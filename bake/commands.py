@@ -310,8 +310,11 @@ def publish(settings: Settings) -> int:
         missing = publish_all(wanted, exists, lambda tag, sources: registry.create(tag, sources, ()),
                               on_created=report)
     if as_json:
-        write_atomic("-", json.dumps(publish_report(wanted, digests, missing, settings.dry_run), indent=2) + "\n",
-                     what="the publish report")
+        write_atomic("-", json.dumps(publish_report(wanted, digests, missing, settings.dry_run, retries.count),
+                                     indent=2) + "\n", what="the publish report")
+    if retries.count:
+        print(f"bake-plan: {counted(retries.count, 'registry call')} retried ({retries.waited_s:g} s waited)",
+              file=_informing(settings, sys.stderr))
     print("bake-plan: note: no gate applied (no --sitrep): the floating tags move whatever the tests said",
           file=_informing(settings, lines))
     if missing:
@@ -530,15 +533,16 @@ def _gated_report(settings: Settings, decisions, outcome, retries, dated, moving
             "failed": outcome.failed if outcome else None, "retries": retries.count}
 
 
-def publish_report(wanted: list, digests: dict, missing: list, dry_run: bool) -> dict:
+def publish_report(wanted: list, digests: dict, missing: list, dry_run: bool, retries: int = 0) -> dict:
     """``publish --format json``: ``{"dry_run", "tags": [{"tag", "digest", "sources": [{"ref",
-    "arch", "digest"}]}], "missing": [ref]}``. ``digest`` of a tag is its manifest list's, ``null``
-    on a dry run; ``tags`` is empty when a per-arch image is missing (nothing was created)."""
+    "arch", "digest"}]}], "missing": [ref], "retries"}``. ``digest`` of a tag is its manifest list's,
+    ``null`` on a dry run; ``tags`` is empty when a per-arch image is missing (nothing was created);
+    ``retries`` counts the registry calls tried again (:mod:`bake.run.retry`)."""
     tags = [] if missing else [
         {"tag": m.tag, "digest": None if dry_run else digests.get(m.tag),
          "sources": [{"ref": ref, "arch": ref.rsplit("-", 1)[-1], "digest": digests.get(ref)} for ref in m.sources]}
         for m in wanted]
-    return {"dry_run": dry_run, "tags": tags, "missing": list(missing)}
+    return {"dry_run": dry_run, "tags": tags, "missing": list(missing), "retries": retries}
 
 
 def matrix(settings: Settings) -> int:
