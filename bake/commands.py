@@ -287,7 +287,8 @@ def publish(settings: Settings) -> int:
     lines = sys.stderr if as_json else sys.stdout
     digests: dict = {}  # per-arch ref → digest, from the one existence check of each
     engine.show_commands(_tracing(settings))
-    registry = _registry_calls(settings, Retries(), sys.stderr)
+    retries = Retries()
+    registry = _registry_calls(settings, retries, sys.stderr)
 
     def exists(ref: str) -> bool:
         digests[ref] = registry.digest(ref)
