@@ -177,7 +177,7 @@ def build(settings: Settings) -> int:
     build nothing and leave the reports alone (only the metadata file's directory is made).
     :returns: 0 every target built, 1 a target failed, 130 interrupted."""
     from bake.run.build import Reports, bake_argv, run_build
-    from bake.run.engine import EngineProbe, buildx_version, command_line, require_buildx_plugin, show_commands
+    from bake.run.engine import EngineProbe, command_line, installed_buildx, show_commands
 
     show_commands(_tracing(settings))
     probe = None
@@ -194,10 +194,8 @@ def build(settings: Settings) -> int:
             return 1
         if settings.skip_unchanged and _skip_unchanged(settings, composition) and not settings.dry_run:
             return _nothing_to_build(composition, reports, Path(settings.output or DEFAULT_FILES[settings.format]))
-        if settings.dry_run:  # asks no engine, only which buildx the docker CLI runs
-            buildx = buildx_version()
-            if buildx is None:  # no command to print when there is no buildx to run it
-                require_buildx_plugin()
+        if settings.dry_run:  # runs no docker: the buildx plugin on disk, its version as a build remembered it
+            buildx = installed_buildx()
             try:  # where buildx writes it, so the command runs as printed; before the plan is written
                 metadata_file.parent.mkdir(parents=True, exist_ok=True)
             except OSError as err:

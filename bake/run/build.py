@@ -206,8 +206,11 @@ def run_build(
     (every step runs again); ``probe``: the engine probe the caller started before planning (else
     one is started here). Under ``-v`` the commands are shown by :func:`bake.run.engine.show_commands`.
 
-    Around buildx this asks the engine one thing: ``docker info``, before it. Each target's
-    ``duration_s`` comes from buildx's progress (:meth:`bake.run.progress.ProgressReader.durations`).
+    Around buildx this asks the engine one thing before it: the probe (``docker version``, once
+    buildx's version is remembered; ``docker info`` the first time, and for a plan with
+    attestations), started before planning. buildx runs through python-on-whales
+    (:func:`bake.run.engine.bake`). Each target's ``duration_s`` comes from buildx's progress
+    (:meth:`bake.run.progress.ProgressReader.durations`).
 
     :returns: the sitrep; its ``outcome`` is ``pass``, ``fail``, or ``interrupted`` (and
         ``interrupted`` true) when Ctrl-C or SIGTERM stopped the build, also while the registry
@@ -219,7 +222,7 @@ def run_build(
     :raises bake.errors.RunError: the build ran but a report could not be written.
     """
     probe = probe or engine.EngineProbe()
-    facts = probe.answered()  # the engine answers, its buildx, its image store
+    facts = probe.answered()  # the engine answers, its buildx (remembered), its image store (docker info only)
     buildx = probe.buildx()
     if buildx is None:  # neither docker info nor docker buildx version named one: is there a buildx at all?
         engine.require_buildx_plugin()

@@ -1,10 +1,10 @@
 """The one module that reaches Docker: ``docker buildx bake``, ``imagetools``, ``docker run``.
 
-Imported only by commands that build, so planning never pays for python-on-whales' import. A
-build's own path (the engine probe and the bake) runs the docker CLI through :mod:`subprocess`
-and never imports python-on-whales: that import (its pydantic models) takes about 0.3 s, more than
-bake-plan may add to a cached ``docker buildx bake`` (docs/benchmarks.md, issue 16). Everything
-else goes through python-on-whales.
+Imported only by commands that build, so planning never pays for python-on-whales' import. The
+bake goes through python-on-whales (:func:`bake`); the engine probe before it is one short
+``docker version`` run through :mod:`subprocess` while the plan is made (:class:`EngineProbe`),
+with the buildx version remembered from an earlier ``docker info`` (:func:`known_buildx`).
+Everything else goes through python-on-whales.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -194,8 +195,9 @@ def show_commands(show: Optional[Callable[[str], None]]) -> None:
     """``-v``: pass every docker command this module runs to ``show``, as :func:`command_line`
     gives it, just before it runs; ``None`` stops that.
 
-    Two ways cover every call: the commands run here through :mod:`subprocess` (the engine probe,
-    the bake) are shown by :func:`_running`, and every python-on-whales call (``imagetools``,
+    Two ways cover every call: the engine probe (run here through :mod:`subprocess`) and the bake
+    (python-on-whales' streaming runner, which logs nothing) are shown by :func:`_running`, and
+    every other python-on-whales call (``imagetools``,
     ``buildx inspect``, ``docker run``…) through python-on-whales' own log: ``python_on_whales.utils``
     logs ``Running command: <the words>`` at DEBUG before each one (python-on-whales 0.80+). The
     ``timeout(1)`` bake-plan puts in front of registry calls (:func:`_registry_docker`) is left out
@@ -268,24 +270,39 @@ def bake(
     it as one stream, so no line waits on the other pipe.
 
     When interrupted (Ctrl-C, or SIGTERM turned into :class:`KeyboardInterrupt` by the CLI), buildx
-    is sent SIGINT so it cancels its builds instead of running on as an orphan, and the run comes
-    back with ``interrupted`` set.
+    is sent SIGINT so it cancels its builds instead of running on as an orphan (SIGKILL after
+    :data:`CANCEL_TIMEOUT_S`), and the run comes back with ``interrupted`` set.
 
-    buildx runs in this process's environment without :data:`BAKE_ENV_DROPPED`
-    (:func:`bake_environment`); each target's duration is bounded by the command's own run (the
+    python-on-whales runs it (its streaming runner, for the reasons at :data:`_BAKE_SHELL`); buildx
+    runs in this process's environment without :data:`BAKE_ENV_DROPPED` (:func:`bake_environment`),
+    stdin from ``/dev/null``; each target's duration is bounded by the command's own run (the
     host's clock from start to exit, :meth:`bake.run.progress.ProgressReader.durations`).
 
     :raises EngineError: the docker CLI or its buildx plugin is missing (the build never started).
     """
+    from python_on_whales import DockerClient, DockerException
+    from python_on_whales.utils import stream_stdout_and_stderr
+
     progress = ProgressReader(plan, sole_target, console, only_errors=only_errors)
     interrupted = False
+    if shutil.which(DOCKER) is None:
+        raise EngineError(f"the docker CLI was not found: no {DOCKER!r} on PATH")
+    # python-on-whales runs the bake. Not through docker.buildx.bake(): it has no --allow
+    # (fs.read=PATH, the entitlements the plan was granted), and it yields the lines without the
+    # process. So its streaming runner (python_on_whales.utils.stream_stdout_and_stderr, what
+    # docker.buildx.bake(stream_logs=True) runs) gets the very words of bake_command, through a
+    # client whose call is _BAKE_SHELL in front of docker:
+    # - it keeps every stderr line in one bytes object, re-made at each line (quadratic in the
+    #   log: seconds on a long build's rawjson progress); buildx writes its progress on stderr, so
+    #   the shell sends stderr to stdout and python-on-whales keeps nothing;
+    # - its env can only add to this process's environment, so the shell drops BAKE_ENV_DROPPED;
+    # - stdin is /dev/null, as buildx must never wait for a prompt.
+    # Interrupts: the process python-on-whales started is found among this process's children
+    # (_children_running) and cancelled with its tree, as before (_cancel).
+    client = DockerClient(client_call=["sh", "-c", _BAKE_SHELL, "sh", DOCKER])
     _running(argv)
-    try:
-        since = time.time()  # what BuildKit reports from an earlier build is clamped to this run
-        proc = subprocess.Popen([DOCKER, *argv], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, env=bake_environment())
-    except OSError as err:
-        raise EngineError(f"the docker CLI was not found: {err}") from None
+    since = time.time()  # what BuildKit reports from an earlier build is clamped to this run
+    lines = stream_stdout_and_stderr(client.docker_cmd + list(argv))
     text: Deque[str] = collections.deque(maxlen=20)  # buildx's last own lines, for its error
     # Lines before buildx's first progress line are held: when the docker CLI refuses the command
     # itself (no buildx plugin), its usage text is not shown above the one line that says so.
@@ -302,8 +319,9 @@ def bake(
             show(early)
         held = None
 
+    returncode = 0
     try:
-        for chunk in proc.stdout:
+        for _, chunk in lines:
             line = chunk.decode(errors="replace")
             if not line.startswith("{"):
                 text.append(line)
@@ -312,13 +330,14 @@ def bake(
                 continue
             release()
             show(line)
-        returncode = proc.wait()
+    except DockerException as err:  # buildx ended with a failure: its words are in ``text``
+        returncode = err.return_code
     except KeyboardInterrupt:
         interrupted, returncode = True, 130
-        _cancel(proc)
+        lines.close()
+        for pid in _children_running(argv):
+            _cancel(pid)
         progress.last_error = "interrupted: buildx was told to cancel"
-    finally:
-        proc.stdout.close()
     if returncode and not interrupted and held is not None:  # no progress: docker may have refused it
         _require_buildx_plugin("".join(text))
     release()
@@ -359,32 +378,85 @@ def print_plan(plan_file: Path, targets: Sequence[str]) -> dict:
         raise EngineError(f"the docker CLI was not found: {err}") from None
 
 
+_BAKE_SHELL = "".join(f"unset {name}; " for name in BAKE_ENV_DROPPED) + 'exec "$@" </dev/null 2>&1'
+"""The POSIX shell words :func:`bake` puts in front of ``docker buildx bake`` (its reasons there):
+buildx's stderr joined to its stdout, stdin from ``/dev/null``, :data:`BAKE_ENV_DROPPED` unset;
+``exec``: the shell becomes docker."""
+
+
+def _children_running(argv: Sequence[str]) -> List[int]:
+    """The pids of this process's children whose command line ends with ``argv`` (``docker
+    ARGV``, or the shell of :data:`_BAKE_SHELL` just before it becomes that)."""
+    tail = [os.fsencode(word) for word in argv]
+    found = []
+    for path in glob.glob(f"/proc/{os.getpid()}/task/*/children"):
+        try:
+            with open(path) as handle:
+                pids = [int(child) for child in handle.read().split()]
+        except OSError:
+            continue
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                    words = handle.read().split(b"\0")[:-1]
+            except OSError:
+                continue
+            if tail and words[-len(tail):] == tail:
+                found.append(pid)
+    return found
+
+
 CANCEL_TIMEOUT_S = 20.0
 """How long an interrupted bake may take to cancel its builds, in seconds, before it is killed."""
 
 
-def _cancel(proc: subprocess.Popen, timeout: float = CANCEL_TIMEOUT_S) -> None:
+def _cancel(proc, timeout: float = CANCEL_TIMEOUT_S) -> None:
     """Send SIGINT to the ``docker buildx bake`` :func:`bake` started and to every process under it
     (the buildx plugin, and the real docker CLI when ``docker`` is a wrapper script; buildx cancels
     its builds on SIGINT) and wait up to ``timeout`` seconds for it to end; then, or at a second
     interrupt, SIGKILL them all, so no buildx is left running. They stay in bake-plan's process
-    group, so a signal to the whole group (a terminal's hang-up, a CI runner) reaches them too."""
+    group, so a signal to the whole group (a terminal's hang-up, a CI runner) reaches them too.
+
+    :param proc: a :class:`subprocess.Popen`, or the pid of a child of this process.
+    """
     sys.stderr.write(f"bake-plan: interrupted: buildx is cancelling its builds (up to {timeout:g} s; "
                      "interrupt again to stop it at once)\n")
     _signal_tree(proc, signal.SIGINT)
     try:
-        proc.wait(timeout)
-        return
-    except (subprocess.TimeoutExpired, KeyboardInterrupt):
+        if _waited(proc, timeout):
+            return
+    except KeyboardInterrupt:
         pass
     _signal_tree(proc, signal.SIGKILL)
-    proc.wait()
+    _waited(proc, None)
 
 
-def _signal_tree(proc: subprocess.Popen, number: int) -> None:
-    """Send signal ``number`` to ``proc`` and every process under it (Linux's
+def _waited(proc, timeout: Optional[float]) -> bool:
+    """Wait up to ``timeout`` seconds (``None``: as long as it takes) for ``proc`` (a Popen or a
+    child's pid) to end. :returns: whether it ended."""
+    if isinstance(proc, subprocess.Popen):
+        try:
+            proc.wait(timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        try:
+            done, _ = os.waitpid(proc, os.WNOHANG)
+        except ChildProcessError:  # reaped already (subprocess reaps a Popen it dropped)
+            return True
+        if done:
+            return True
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+
+
+def _signal_tree(proc, number: int) -> None:
+    """Send signal ``number`` to ``proc`` (a Popen or a pid) and every process under it (Linux's
     ``/proc/<pid>/task/<tid>/children``), the deepest first."""
-    tree, todo = [], [proc.pid]
+    tree, todo = [], [getattr(proc, "pid", proc)]
     while todo:
         pid = todo.pop()
         tree.append(pid)
@@ -477,6 +549,9 @@ class EngineFacts:
     buildx: Optional[Tuple[int, int, int]]
     store: Optional[str]
     storage_driver: Optional[str]
+    whole: bool = True
+    """``False``: from ``docker version`` alone (:class:`EngineProbe` with the buildx version
+    remembered): the engine answered, ``store`` and ``storage_driver`` were not asked."""
 
 
 ENGINE_TIMEOUT_S = 60.0
@@ -485,35 +560,46 @@ never answers is no engine (a build would otherwise wait forever)."""
 
 
 class EngineProbe:
-    """One ``docker info --format '{{json .}}'`` (``DOCKER_HOST`` and ``DOCKER_CONTEXT`` are
-    honoured), started when made and read when its answer is wanted (:meth:`facts`): a build starts
-    it before it plans, so the engine answers while bake-plan loads its plugins and writes the plan.
-    :meth:`close` stops it when bake-plan ends first (bad input, an interrupt).
+    """One engine probe, started when made and read when its answer is wanted (:meth:`facts`): a
+    build starts it before it plans, so the engine answers while bake-plan loads its plugins and
+    writes the plan. :meth:`close` stops it when bake-plan ends first (bad input, an interrupt).
+    ``DOCKER_HOST`` and ``DOCKER_CONTEXT`` are honoured.
 
-    The docker CLI fills ``ClientInfo.Plugins`` from each plugin's metadata (for buildx, the
-    version ``docker buildx version`` prints) and the rest from the engine's ``/info``; it exits 1
-    when the engine does not answer, and says why on stderr (:attr:`reason`).
+    When the version of the buildx the docker CLI runs is remembered (:func:`known_buildx`), the
+    probe is ``docker version --format '{{json .Server}}'`` (:data:`LIGHT_ARGV`: the engine answers;
+    it starts no CLI plugin, 0.02–0.1 s); else ``docker info --format '{{json .}}'``
+    (:data:`ARGV`), whose ``ClientInfo.Plugins`` the docker CLI fills by running every CLI plugin's
+    metadata command (0.3–0.7 s), and the buildx version it gives is remembered
+    (:func:`remember_buildx`). Either exits 1 when the engine does not answer, and says why on
+    stderr (:attr:`reason`).
     """
 
     ARGV = ("info", "--format", "{{json .}}")
-    """The arguments after ``docker``."""
+    """The arguments after ``docker`` when the buildx version is not remembered."""
+    LIGHT_ARGV = ("version", "--format", "{{json .Server}}")
+    """The arguments after ``docker`` when it is."""
 
-    def __init__(self) -> None:
+    def __init__(self, whole: bool = False) -> None:
+        """:param whole: ``docker info`` whatever is remembered (:func:`engine_facts`: the image store)."""
         self._missing: Optional[str] = None
         self._facts: Optional[EngineFacts] = None
         self._read = False
         self.reason = ""
         """Why the engine did not answer, in the docker CLI's words (its last line), or a timeout."""
-        _running(self.ARGV)
+        self._plugin = buildx_plugin()
+        self._known = None if whole else known_buildx(self._plugin)
+        self.argv = self.LIGHT_ARGV if self._known is not None else self.ARGV
+        """The arguments after ``docker`` this probe runs."""
+        _running(self.argv)
         try:
             self._proc: Optional[subprocess.Popen] = subprocess.Popen(
-                [DOCKER, *self.ARGV], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                [DOCKER, *self.argv], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         except OSError as err:
             self._proc, self._missing = None, str(err)
 
     def facts(self) -> Optional[EngineFacts]:
-        """:class:`EngineFacts`, or ``None`` when the engine does not answer (within
-        :data:`ENGINE_TIMEOUT_S`); waits for the CLI.
+        """:class:`EngineFacts` (``whole`` false from ``docker version``), or ``None`` when the
+        engine does not answer (within :data:`ENGINE_TIMEOUT_S`); waits for the CLI.
 
         :raises EngineError: the docker CLI is missing.
         """
@@ -527,7 +613,14 @@ class EngineProbe:
                 self.close()
                 out, self.reason = b"", f"no answer within {ENGINE_TIMEOUT_S:g} s"
             self._read = True
-            self._facts = None if self._proc.returncode else _facts_of(out)
+            if self._proc.returncode:
+                self._facts = None
+            elif self._known is not None:
+                self._facts = _server_of(out, self._known)
+            else:
+                self._facts = _facts_of(out)
+                if self._facts is not None and self._facts.buildx is not None:
+                    remember_buildx(self._plugin, self._facts.buildx)
         return self._facts
 
     def answered(self) -> EngineFacts:
@@ -577,13 +670,132 @@ def _facts_of(out: bytes) -> Optional[EngineFacts]:
     return EngineFacts(buildx=buildx, store=status.get("driver-type"), storage_driver=info.get("Driver") or None)
 
 
+def _server_of(out: bytes, buildx: Tuple[int, int, int]) -> Optional[EngineFacts]:
+    """:class:`EngineFacts` (``whole`` false) of ``docker version``'s ``.Server`` JSON and the
+    remembered ``buildx``; ``None`` for an answer that is no engine's."""
+    try:
+        server = json.loads(out)
+    except ValueError:
+        return None
+    if not isinstance(server, dict) or not (server.get("Version") or server.get("ApiVersion")):
+        return None
+    return EngineFacts(buildx=buildx, store=None, storage_driver=None, whole=False)
+
+
+SYSTEM_PLUGIN_DIRS = ("/usr/local/lib/docker/cli-plugins", "/usr/local/libexec/docker/cli-plugins",
+                      "/usr/lib/docker/cli-plugins", "/usr/libexec/docker/cli-plugins")
+"""Where the docker CLI looks for its plugins on Linux after ``$DOCKER_CONFIG/cli-plugins`` and
+its configuration's ``cliPluginsExtraDirs`` (docker/cli's ``pluginmanager``)."""
+
+
+def _docker_config_dir() -> str:
+    """``$DOCKER_CONFIG``, else ``~/.docker``, as the docker CLI reads it."""
+    return os.environ.get("DOCKER_CONFIG") or os.path.join(os.path.expanduser("~"), ".docker")
+
+
+def buildx_plugin() -> Optional[str]:
+    """The ``docker-buildx`` file the docker CLI runs for ``docker buildx``, found as it finds it,
+    without running anything: ``$DOCKER_CONFIG/cli-plugins``, then the configuration's
+    ``cliPluginsExtraDirs``, then :data:`SYSTEM_PLUGIN_DIRS`; ``None`` when there is none."""
+    config = _docker_config_dir()
+    extra: List[str] = []
+    try:
+        from bake.documents import read_json
+
+        listed = read_json(os.path.join(config, "config.json")).get("cliPluginsExtraDirs")
+        extra = [d for d in listed if isinstance(d, str)] if isinstance(listed, list) else []
+    except Exception:  # no configuration, or one the docker CLI reads its own way: its default dirs
+        extra = []
+    for directory in (os.path.join(config, "cli-plugins"), *extra, *SYSTEM_PLUGIN_DIRS):
+        path = os.path.join(directory, "docker-buildx")
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+def _buildx_cache() -> Optional[str]:
+    """``$XDG_CACHE_HOME/bake-plan/buildx-version.json`` (``~/.cache`` by default); ``None`` when
+    there is no cache directory."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        home = os.path.expanduser("~")
+        if not os.path.isabs(home) or not os.path.isdir(home):
+            return None
+        base = os.path.join(home, ".cache")
+    return os.path.join(base, "bake-plan", "buildx-version.json")
+
+
+def _plugin_stamp(plugin: Optional[str]) -> Optional[list]:
+    """What the remembered version holds for: the plugin's path and its file's identity (device,
+    inode, size, modification time), and the docker CLI on ``PATH``; ``None`` without a plugin."""
+    if plugin is None:
+        return None
+    stamp: list = [plugin]
+    for path in (plugin, shutil.which(DOCKER)):
+        try:
+            st = os.stat(path or "")
+        except OSError:
+            return None
+        stamp += [path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
+    return stamp
+
+
+def known_buildx(plugin: Optional[str] = None) -> Optional[Tuple[int, int, int]]:
+    """The version of the buildx plugin ``plugin`` (default :func:`buildx_plugin`), as an earlier
+    run's ``docker info`` gave it (:func:`remember_buildx`), while that file and the docker CLI are
+    the same files; ``None`` when not remembered. Runs nothing: ``build --dry-run`` asks no docker."""
+    stamp = _plugin_stamp(plugin if plugin is not None else buildx_plugin())
+    path = _buildx_cache()
+    if stamp is None or path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            cached = json.load(handle)
+        if cached.get("stamp") == stamp:
+            return _version_of(cached.get("version"))
+    except (OSError, ValueError, AttributeError):
+        pass
+    return None
+
+
+def remember_buildx(plugin: Optional[str], version: Tuple[int, int, int]) -> None:
+    """Remember ``version`` for the plugin file ``plugin`` (:func:`known_buildx`); a cache that
+    cannot be written is left as it is (the next run asks ``docker info`` again)."""
+    stamp, path = _plugin_stamp(plugin), _buildx_cache()
+    if stamp is None or path is None:
+        return
+    from bake.output import write_atomic
+
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        write_atomic(path, json.dumps({"stamp": stamp, "version": _dotted(version)}), "the buildx version cache")
+    except (OSError, BakePlanError):
+        pass
+
+
+def installed_buildx() -> Optional[Tuple[int, int, int]]:
+    """What ``build --dry-run`` knows of buildx without running anything: the version an earlier
+    build remembered (:func:`known_buildx`), else ``None`` (also when there is no docker CLI on
+    ``PATH``: the command is printed all the same).
+
+    :raises EngineError: (:data:`NO_BUILDX`) the docker CLI is on ``PATH`` and there is no
+        ``docker-buildx`` where it looks for it (:func:`buildx_plugin`).
+    """
+    if shutil.which(DOCKER) is None:
+        return None
+    plugin = buildx_plugin()
+    if plugin is None:
+        raise EngineError(NO_BUILDX)
+    return known_buildx(plugin)
+
+
 def engine_facts() -> Optional[EngineFacts]:
     """``docker info`` now (:class:`EngineProbe`): :class:`EngineFacts`, or ``None`` when the
     engine does not answer.
 
     :raises EngineError: the docker CLI is missing.
     """
-    return EngineProbe().facts()
+    return EngineProbe(whole=True).facts()
 
 
 class BuildxTooOld(EngineError):
@@ -686,7 +898,8 @@ def require_attestation_store(plan: dict, load: bool, builder: Optional[str],
     driver"; a ``--load`` through another driver would drop them unsaid). The containerd image store
     keeps them.
 
-    ``facts``: the engine's :func:`engine_facts` when the caller has them (else asked here).
+    ``facts``: the engine's :func:`engine_facts` when the caller has them (else, or when they
+    are not ``whole``, asked here: only a plan with attestations asks ``docker info``).
 
     :raises UsageError: one line naming the options, the store, and the ways out.
     """
@@ -695,7 +908,7 @@ def require_attestation_store(plan: dict, load: bool, builder: Optional[str],
     from python_on_whales import DockerException
 
     try:
-        facts = facts or engine_facts()
+        facts = facts if facts is not None and facts.whole else engine_facts()  # the store: docker info
         driver = _engine_docker().buildx.inspect(builder).driver if not load else None
     except DockerException:  # the build itself says what is wrong, in buildx's words
         return
