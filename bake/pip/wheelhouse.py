@@ -53,6 +53,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from bake.errors import LockError, OutputError, UsageError
 from bake.owned import Record, file_sha256, kind_of, not_ours, own_directory
+from bake.resources import cache_dir
 from bake.pip.lock import LockSpec
 from bake.plan.names import arch_of
 from bake.plan.text import clipped, counted
@@ -333,13 +334,8 @@ def default_tools_cache() -> Optional[Path]:
     """``$XDG_CACHE_HOME/bake-plan/wheelhouse-tools`` (``~/.cache`` by default), where ``bake-plan
     wheelhouse`` keeps the wheels of :data:`TOOLS`; ``None`` when there is no cache directory (no
     absolute ``$XDG_CACHE_HOME`` and no home)."""
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    if not os.path.isabs(base):
-        home = os.path.expanduser("~")
-        if not os.path.isabs(home) or not os.path.isdir(home):
-            return None
-        base = os.path.join(home, ".cache")
-    return Path(base, "bake-plan", "wheelhouse-tools")
+    base = cache_dir()
+    return None if base is None else Path(base, "wheelhouse-tools")
 
 
 def _tools_cache(root: Path, job: _Job, pip_args: Sequence[str]) -> Path:

@@ -28,6 +28,7 @@ from typing import List, NamedTuple, Optional, Sequence
 
 from bake.errors import OutputError, PluginError
 from bake.output import write_atomic
+from bake.resources import cache_dir
 from bake.plan.hookspecs import PROJECT as GROUP  # the entry-point group: [project.entry-points.bake_plan]
 
 _FORMAT = 1
@@ -107,14 +108,11 @@ def _who(ep: EntryPoint) -> str:
 
 
 def _cache_file() -> Optional[str]:
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    if not os.path.isabs(base):  # the XDG spec: a relative path is invalid and ignored
-        home = os.path.expanduser("~")
-        if not os.path.isabs(home) or not os.path.isdir(home):  # HOME=/nonexistent (a service user): no cache
-            return None
-        base = os.path.join(home, ".cache")
+    base = cache_dir()
+    if base is None:
+        return None
     interpreter = f"{zlib.crc32(os.fsencode(sys.executable)):08x}"  # one file per interpreter (venv)
-    return os.path.join(base, "bake-plan", f"entry-points-{interpreter}.json")
+    return os.path.join(base, f"entry-points-{interpreter}.json")
 
 
 def _stamp(sources: Sequence[Optional[str]]) -> list:

@@ -25,6 +25,7 @@ from typing import Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
 from bake.errors import BakePlanError, RunError, UsageError
 from bake.plan.render import shell_word
+from bake.resources import cache_dir
 from bake.run.progress import ProgressReader, last_text_line
 
 
@@ -716,13 +717,8 @@ def buildx_plugin() -> Optional[str]:
 def _buildx_cache() -> Optional[str]:
     """``$XDG_CACHE_HOME/bake-plan/buildx-version.json`` (``~/.cache`` by default); ``None`` when
     there is no cache directory."""
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    if not os.path.isabs(base):
-        home = os.path.expanduser("~")
-        if not os.path.isabs(home) or not os.path.isdir(home):
-            return None
-        base = os.path.join(home, ".cache")
-    return os.path.join(base, "bake-plan", "buildx-version.json")
+    base = cache_dir()
+    return None if base is None else os.path.join(base, "buildx-version.json")
 
 
 def _plugin_stamp(plugin: Optional[str]) -> Optional[list]:
