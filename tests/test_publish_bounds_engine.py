@@ -6,14 +6,13 @@ reads (``GET``, ``HEAD``) go through, a ``PUT`` is accepted and never answered."
 from __future__ import annotations
 
 import functools
-import http.client
-import http.server
-import socketserver
 import threading
 import time
 import uuid
 
 import pytest
+
+from registry_proxy import registry_proxy
 
 from bake.errors import RunError
 from bake.run import engine as run_engine
@@ -25,52 +24,19 @@ pytestmark = pytest.mark.engine
 @pytest.fixture
 def put_never_answers(engine):
     """``localhost:<port>``: the test registry, except that a PUT is never answered."""
-    upstream = engine.registry
     stop = threading.Event()
     held = []
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def forward(self):
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else None
-            conn = http.client.HTTPConnection(upstream, timeout=30)
-            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
-            conn.request(self.command, self.path, body=body, headers=headers)
-            resp = conn.getresponse()
-            data = resp.read()
-            self.send_response(resp.status)
-            for key, value in resp.getheaders():
-                if key.lower() not in ("connection", "transfer-encoding", "content-length"):
-                    self.send_header(key, value)
-            self.send_header("Content-Length", resp.getheader("Content-Length", "0") if self.command == "HEAD"
-                             else str(len(data)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(data)
-            conn.close()
+    def hold_puts(handler, body):
+        if handler.command != "PUT":
+            return False
+        held.append(handler.path)
+        stop.wait(120)  # accepted, never answered (until the test ends)
+        return True
 
-        do_GET = do_HEAD = do_POST = do_PATCH = forward
-
-        def do_PUT(self):
-            held.append(self.path)
-            stop.wait(120)  # accepted, never answered (until the test ends)
-
-        def log_message(self, *args):
-            pass
-
-    class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-        daemon_threads = True
-
-    server = Server(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
-    thread.start()
-    name = f"localhost:{server.server_address[1]}"
-    name_held = (name, held)
-    yield name_held
-    stop.set()
-    server.shutdown()
-    server.server_close()
-    thread.join(10)
+    with registry_proxy(engine.registry, hold_puts, http11=False) as name:
+        yield name, held
+        stop.set()
 
 
 def test_a_manifest_write_that_is_never_answered_is_stopped_and_named(engine, put_never_answers):

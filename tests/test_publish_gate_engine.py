@@ -9,20 +9,17 @@ passes everywhere and is published; on night 2 a test of ``ga-mid`` fails on arm
 
 from __future__ import annotations
 
-import http.client
-import http.server
 import json
 import os
-import socketserver
 import subprocess
 import textwrap
-import threading
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 from conftest import console_script
+from registry_proxy import answer, registry_proxy
 
 pytestmark = pytest.mark.engine
 
@@ -209,61 +206,23 @@ def busy_registry(engine):
     refused manifest PUT again a few times within a fraction of a second, so a "push" here is a
     burst of PUTs less than 0.5 s apart: the first two bursts are refused whole (each
     ``imagetools create`` fails), and bake-plan's own retry comes at least a second later."""
-    upstream = engine.registry
     state = {"bursts": 0, "last": None, "puts": 0}
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    def too_many(handler, body):
+        if handler.command != "PUT" or "/manifests/" not in handler.path:
+            return False
+        state["puts"] += 1
+        now = time.monotonic()
+        in_burst = state["last"] is not None and now - state["last"] < 0.5
+        if not (in_burst or state["bursts"] < 2):
+            return False
+        state["bursts"] += 0 if in_burst else 1
+        state["last"] = now
+        answer(handler, 429, b'{"errors":[{"code":"TOOMANYREQUESTS","message":"slow down"}]}', {"Retry-After": "1"})
+        return True
 
-        def forward(self):
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else None
-            if self.command == "PUT" and "/manifests/" in self.path:
-                state["puts"] += 1
-                now = time.monotonic()
-                in_burst = state["last"] is not None and now - state["last"] < 0.5
-                if in_burst or state["bursts"] < 2:
-                    state["bursts"] += 0 if in_burst else 1
-                    state["last"] = now
-                    data = b'{"errors":[{"code":"TOOMANYREQUESTS","message":"slow down"}]}'
-                    self.send_response(429)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Retry-After", "1")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                    return
-            conn = http.client.HTTPConnection(upstream, timeout=30)
-            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
-            conn.request(self.command, self.path, body=body, headers=headers)
-            resp = conn.getresponse()
-            data = resp.read()
-            self.send_response(resp.status)
-            for key, value in resp.getheaders():
-                if key.lower() not in ("connection", "transfer-encoding", "content-length"):
-                    self.send_header(key, value)
-            self.send_header("Content-Length", resp.getheader("Content-Length", "0") if self.command == "HEAD"
-                             else str(len(data)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(data)
-            conn.close()
-
-        do_GET = do_HEAD = do_POST = do_PATCH = do_PUT = forward
-
-        def log_message(self, *args):
-            pass
-
-    class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-        daemon_threads = True
-
-    server = Server(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
-    thread.start()
-    yield f"localhost:{server.server_address[1]}", state
-    server.shutdown()
-    server.server_close()
-    thread.join(10)
+    with registry_proxy(engine.registry, too_many) as name:
+        yield name, state
 
 
 def test_a_registry_answering_429_twice_is_retried_and_the_tags_are_published(engine, busy_registry, tmp_path):
@@ -312,54 +271,16 @@ def test_a_registry_answering_429_twice_is_retried_and_the_tags_are_published(en
 def refusing_registry(engine):
     """``localhost:<port>``: the test registry behind a proxy that refuses (``403 Forbidden``,
     never retried) every manifest PUT whose path ends in one of ``.refused`` (a set the test fills)."""
-    upstream = engine.registry
     refused: set = set()
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    def refuse(handler, body):
+        if handler.command == "PUT" and any(handler.path.endswith(end) for end in refused):
+            answer(handler, 403, b'{"errors":[{"code":"DENIED","message":"not this one"}]}')
+            return True
+        return False
 
-        def forward(self):
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else None
-            if self.command == "PUT" and any(self.path.endswith(end) for end in refused):
-                data = b'{"errors":[{"code":"DENIED","message":"not this one"}]}'
-                self.send_response(403)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-                return
-            conn = http.client.HTTPConnection(upstream, timeout=30)
-            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
-            conn.request(self.command, self.path, body=body, headers=headers)
-            resp = conn.getresponse()
-            data = resp.read()
-            self.send_response(resp.status)
-            for key, value in resp.getheaders():
-                if key.lower() not in ("connection", "transfer-encoding", "content-length"):
-                    self.send_header(key, value)
-            self.send_header("Content-Length", resp.getheader("Content-Length", "0") if self.command == "HEAD"
-                             else str(len(data)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(data)
-            conn.close()
-
-        do_GET = do_HEAD = do_POST = do_PATCH = do_PUT = forward
-
-        def log_message(self, *args):
-            pass
-
-    class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-        daemon_threads = True
-
-    server = Server(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
-    thread.start()
-    yield f"localhost:{server.server_address[1]}", refused
-    server.shutdown()
-    server.server_close()
-    thread.join(10)
+    with registry_proxy(engine.registry, refuse) as name:
+        yield name, refused
 
 
 def _per_arch(engine, namespace: str, image: str, tags, source: str) -> None:
