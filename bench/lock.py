@@ -43,7 +43,7 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from run import timed  # bench/run.py, beside this script: the one timer of the benchmarks
+from run import table_report, timed  # bench/run.py, beside this script: the one timer of the benchmarks
 
 ROOT = Path(__file__).resolve().parent.parent
 FAMILY_PACKAGE = ROOT / "bench" / "bake-plan-lockbench"
@@ -254,15 +254,7 @@ def report(results: Sequence[LockResult], markdown: bool) -> str:
     if any(OTHER in r.medians for r in results):
         table = [row + extra for row, extra in zip(table, [("O: other bake-plan lock ms", "O/U")] + [
             (_ms(r.medians[OTHER]), f"{r.medians[OTHER] / r.medians[SIDES[2]]:.2f}") for r in results])]
-    if markdown:
-        lines = ["| " + " | ".join(table[0]) + " |", "|" + "---|" * len(table[0])]
-        lines += ["| " + " | ".join(row) + " |" for row in table[1:]]
-        lines += [""] + [f"- {'met' if ok else '**missed**'}: {text}" for text, ok in checks(results)]
-    else:
-        widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table]
-        lines += [""] + [f"{'met   ' if ok else 'MISSED'} {text}" for text, ok in checks(results)]
-    return "\n".join(lines) + "\n"
+    return table_report(table, checks(results), markdown)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

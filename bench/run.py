@@ -164,6 +164,20 @@ def cases(sizes: Sequence[int], site: Path, upstream: bool, config_sizes: Sequen
     return out
 
 
+def table_report(table: Sequence[Sequence[str]], checked: Sequence[Tuple[str, bool]], markdown: bool) -> str:
+    """A benchmark's table (its first row the header) and its checks (text, met), as aligned text or
+    Markdown (docs/benchmarks.md), ending in a newline."""
+    if markdown:
+        lines = ["| " + " | ".join(table[0]) + " |", "|" + "---|" * len(table[0])]
+        lines += ["| " + " | ".join(row) + " |" for row in table[1:]]
+        lines += [""] + [f"- {'met' if ok else '**missed**'}: {text}" for text, ok in checked]
+    else:
+        widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table]
+        lines += [""] + [f"{'met   ' if ok else 'MISSED'} {text}" for text, ok in checked]
+    return "\n".join(lines) + "\n"
+
+
 def timed(argv: Sequence[str], cwd: Path, env: Dict[str, str], stderr: Optional[IO[bytes]] = None) -> Sample:
     """Run ``argv`` once with its stdout discarded: wall time and the process's peak memory.
     Its stderr goes to ``stderr`` when given (a file the caller reads after), else is dropped.

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from lock import CACHE_ROOT, family_lines, install_family  # bench/lock.py, beside this script
-from run import timed  # bench/run.py: the one timer of the benchmarks
+from run import table_report, timed  # bench/run.py: the one timer of the benchmarks
 
 MAX_RATIO = 1.5
 """docs/benchmarks.md: ``bake-plan wheelhouse`` of a lock takes at most 1.5 × one ``pip download``
@@ -169,15 +169,7 @@ def report(results: Sequence[WheelhouseResult], markdown: bool) -> str:
     """The table and the checks, as text or Markdown (docs/benchmarks.md)."""
     table = [HEADER] + [(f"{r.set_name} family lock", str(r.pins), _ms(r.medians[SIDES[0]]), _ms(r.medians[SIDES[1]]),
                          f"{r.medians[SIDES[0]] / r.medians[SIDES[1]]:.2f}") for r in results]
-    if markdown:
-        lines = ["| " + " | ".join(table[0]) + " |", "|" + "---|" * len(table[0])]
-        lines += ["| " + " | ".join(row) + " |" for row in table[1:]]
-        lines += [""] + [f"- {'met' if ok else '**missed**'}: {text}" for text, ok in checks(results)]
-    else:
-        widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table]
-        lines += [""] + [f"{'met   ' if ok else 'MISSED'} {text}" for text, ok in checks(results)]
-    return "\n".join(lines) + "\n"
+    return table_report(table, checks(results), markdown)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
