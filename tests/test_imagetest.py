@@ -174,7 +174,7 @@ def test_a_missing_image_stops_before_any_test_naming_it_and_the_build_that_make
     assert str(err.value) == (
         "no image to test for stage 'leaf' (linux/arm64): r.example/ns/leaf:latest-arm64 is not in the registry; "
         "build it first: bake-plan build --target leaf --platform linux/arm64 --registry r.example/ns --push "
-        "(1 more image(s) missing)")
+        "(or, for an image built with --load, bake-plan test --local) (1 more image(s) missing)")
     assert err.value.exit_status == 2 and err.value.details == ("missing r.example/ns/root:latest-arm64",)
     assert asked == ["r.example/ns/leaf:latest-arm64", "r.example/ns/root:latest-arm64"]
     with pytest.raises(Exception, match="is not in the engine's image store; build it first: bake-plan build "

@@ -119,6 +119,7 @@ def missing_images(found: Sequence[Case], exists: Callable[[str], bool], local: 
     raise UsageError(
         f"no image to test for stage '{first.stage}' ({first.platform}): {first.image} is not in {where}; "
         f"build it first: bake-plan build --target {first.stage}{platform}{build_flags} {how}"
+        + ("" if local else " (or, for an image built with --load, bake-plan test --local)")
         + (f" ({len(more)} more image(s) missing)" if more else ""),
         details=[f"missing {image}" for image in sorted(more)])
 
