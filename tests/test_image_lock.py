@@ -122,6 +122,14 @@ def test_an_image_of_another_python_than_the_chain_declares_is_refused():
     assert "# bake-plan python: 3.11.4" in lock_texts(specs, {"jax": {"linux/amd64": ("a==1\n", "3.11.4")}})[0][1]
 
 
+def test_an_exact_declared_python_is_compared_in_full():
+    composition = compose_plan(targets=["jax"], platforms=["linux/amd64"])
+    specs = [dataclasses.replace(spec, python="3.11.2") for spec in lock_specs(composition, "jax")]
+    assert "# bake-plan python: 3.11.2" in lock_texts(specs, {"jax": {"linux/amd64": ("a==1\n", "3.11.2")}})[0][1]
+    with pytest.raises(LockError, match=r"has Python 3\.11\.7, the chain declares python = \"3\.11\.2\""):
+        lock_texts(specs, {"jax": {"linux/amd64": ("a==1\n", "3.11.7")}})
+
+
 def _write_requirements(tmp_path, *args):
     import subprocess
 

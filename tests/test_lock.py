@@ -554,6 +554,32 @@ def test_a_lock_for_another_python_is_refused_first_in_one_line(tmp_path):
     assert "requirements-a.in:1: beta: not in the lock" in proc.stderr, proc.stderr
 
 
+@pytest.mark.parametrize("declared, image, refused", [
+    ("3.11.2", "3.11.7", True), ("3.11.2", "3.11.2", False), ("3.11", "3.11.7", False), (None, "3.11.7", False)])
+def test_a_lock_python_is_compared_at_the_declared_precision(tmp_path, declared, image, refused):
+    lock = ("# bake-plan python: 3.11.2\n" + (f"# bake-plan python-declared: {declared}\n" if declared else "")
+            + "# bake-plan target: x\nalpha==1.0\n")
+    proc = _finalize(tmp_path, {"requirements-a.in": "beta\n"}, {"requirements.lock": lock}, python_says=image)
+    assert proc.returncode == 1
+    if refused:
+        assert proc.stderr.strip().splitlines() == [
+            f"bake-pip-finalize: the lock {tmp_path / 'pip-lock' / 'requirements.lock'} was made for Python 3.11.2, "
+            'this image has Python 3.11.7: declare python = "3.11.7" on the stage and run bake-plan lock again'], proc.stderr
+    else:
+        assert "requirements-a.in:1: beta: not in the lock" in proc.stderr, proc.stderr
+
+
+def test_a_lock_header_names_the_declared_python():
+    import dataclasses
+
+    from bake.pip.lock import header, lock_specs
+    from bake.testing import compose_plan
+
+    spec = lock_specs(compose_plan(targets=["jax"], platforms=["linux/amd64"]), "jax")[0]
+    assert "# bake-plan python-declared:" not in header(dataclasses.replace(spec, python=None), "3.11.9")
+    assert "# bake-plan python-declared: 3.11.2\n" in header(dataclasses.replace(spec, python="3.11.2"), "3.11.2")
+
+
 def test_a_locked_plan_passes_the_locked_arg_to_the_final_target_only(lock_cli, tmp_path):
     assert lock_cli("lock", "--target", "lt-e", cwd=tmp_path).returncode == 0
     proc = lock_cli("--target", "lt-e", "--locked", "--format", "json", "-o", "plan.json", cwd=tmp_path)

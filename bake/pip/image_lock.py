@@ -19,7 +19,7 @@ import re
 from typing import List, Mapping, Optional, Sequence, Tuple
 
 from bake.errors import LockError
-from bake.pip.lock import HEADER, LockSpec, header
+from bake.pip.lock import HEADER, LockSpec, header, same_python
 from bake.plan import dockerfile
 from bake.plan.stage import Stage
 
@@ -52,7 +52,8 @@ def lock_texts(specs: Sequence[LockSpec],
 
     :param compiled: stage → platform → ``(body, python)`` (:func:`bake.run.image_lock.compile_in_images`).
     :raises LockError: a platform of a spec was not compiled, or the image's Python is not the
-        Python the chain declares.
+        Python the chain declares, compared at the declared precision (``"3.11"``: any 3.11;
+        ``"3.11.2"``: that one).
     """
     out: List[Tuple[LockSpec, str]] = []
     for spec in specs:
@@ -63,7 +64,7 @@ def lock_texts(specs: Sequence[LockSpec],
             except KeyError:
                 raise LockError(f"lock --in-image: no compile of '{spec.target}' for {platform}") from None
             python = mine[platform][1]
-            if spec.python and ".".join(python.split(".")[:2]) != spec.python:
+            if spec.python and not same_python(python, spec.python):
                 raise LockError(f"lock --in-image: the image of '{spec.target}' for {platform} has Python {python}, "
                                 f"the chain declares python = \"{spec.python}\"; declare the image's Python")
         bodies = {body for body, _ in mine.values()}

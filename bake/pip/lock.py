@@ -493,7 +493,9 @@ def resolve_all(specs: Sequence[LockSpec], pip_args: Sequence[str] = (),
 
 
 def header(spec: LockSpec, version: Optional[str]) -> str:
-    """The lock's first lines, ``# bake-plan <key>: <value>``, read back by :func:`read_header`."""
+    """The lock's first lines, ``# bake-plan <key>: <value>``, read back by :func:`read_header`;
+    ``python-declared`` is the chain's declared Python (``"3.11"`` or ``"3.11.2"``), the precision
+    at which the image's ``bake-pip-finalize`` compares its Python with the lock's."""
     out = [f"{HEADER}lock: made by `bake-plan lock --target {spec.target}`; "
            f"`bake-plan build --target {spec.target} --locked` installs exactly this.",
            f"{HEADER}target: {spec.target}",
@@ -501,6 +503,8 @@ def header(spec: LockSpec, version: Optional[str]) -> str:
            f"{HEADER}inputs: {spec.digest}"]
     if version:
         out.append(f"{HEADER}python: {version}")
+    if spec.python:  # the image's bake-pip-finalize compares its Python at this precision
+        out.append(f"{HEADER}python-declared: {spec.python}")
     for line in spec.skipped:
         out.append(f"{HEADER}skipped: {line.text} ({line.who()}: in-image path {line.missing} has no host path)")
     return "".join(o + "\n" for o in out)

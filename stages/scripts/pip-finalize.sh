@@ -92,10 +92,15 @@ fi
 # The target stage a lock was made for (its header), for the hint of a lock that does not cover a line.
 lock_target="$(sed -n 's/^# bake-plan target: //p' "${premade:-$lock}" 2>/dev/null | head -n 1 || true)"
 lock_python="$(sed -n 's/^# bake-plan python: //p' "${premade:-/dev/null}" 2>/dev/null | head -n 1)"
+# Compared at the precision the stage declared (python-declared: 3.11 → major.minor, 3.11.2 → in full).
+declared_python="$(sed -n 's/^# bake-plan python-declared: //p' "${premade:-/dev/null}" 2>/dev/null | head -n 1)"
+python_fields=1,2
+case "$declared_python" in *.*.*) python_fields=1,2,3 ;; esac
 if [ -n "$lock_python" ]; then
-  image_python="$("$target_python" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true)"
+  image_python="$("$target_python" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null || true)"
   [ -n "$image_python" ] || die "cannot tell the Python version of ${target_python} to check the lock ${premade} (made for Python ${lock_python})"
-  if [ "$(echo "$lock_python" | cut -d. -f1,2)" != "$image_python" ]; then
+  image_python="$(echo "$image_python" | cut -d. -f"$python_fields")"
+  if [ "$(echo "$lock_python" | cut -d. -f"$python_fields")" != "$image_python" ]; then
     die "the lock ${premade} was made for Python ${lock_python}, this image has Python ${image_python}: declare python = \"${image_python}\" on the stage and run bake-plan lock again"
   fi
 fi
