@@ -943,11 +943,14 @@ def _diff_side(settings: Settings, spec: str, option: str, plan: dict) -> list:
             raise UsageError(f"{option} {spec}: the registry holds no nightly record of that date for these targets "
                              f"(record-<target>-{spec}-<arch> tags)")
         return found
-    try:
-        with open(spec, encoding="utf-8") as f:
-            text = f.read(64 * 1024 * 1024)
-    except (OSError, ValueError) as err:
-        raise UsageError(f"{option} {spec}: {getattr(err, 'strerror', None) or err}") from None
+    from bake.documents import DocumentError, read_text
+
+    try:  # the one reader: a regular file, at most 64 MiB
+        text = read_text(spec)
+    except OSError as err:
+        raise UsageError(f"{option} {spec}: {err.strerror or err}") from None
+    except DocumentError as err:
+        raise UsageError(f"{option} {spec}: {err}") from None
     return records.parse_records(text, f"{option} {spec}")
 
 

@@ -1,8 +1,9 @@
 """Reading the TOML and JSON files bake-plan is handed: one reader per kind of document.
 
 Every file of a kind goes through the same function, so every one of them fails the same way:
-the configuration file and the sources manifest (TOML), ``--parent-report`` and
-``--metadata-bake-file`` (JSON). A document nested deeper than :data:`MAX_DEPTH` is refused: the
+the configuration file and the sources manifest (TOML), ``--parent-report``,
+``--metadata-bake-file``, ``--sitrep`` and ``diff``'s sides (JSON). Only a regular file of at most
+:data:`MAX_BYTES` is read (:func:`read_bytes`). A document nested deeper than :data:`MAX_DEPTH` is refused: the
 parsers recurse once per level (a 1 KB file of ``[[[[…`` exhausts the interpreter's stack), and
 so would every walk over the value afterwards. The limit is far above any real report,
 manifest or configuration, and the same whatever the interpreter's recursion limit is.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from typing import Any, Union
 
 try:  # Python 3.11+
@@ -24,6 +26,10 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.9/3.10
 
 MAX_DEPTH = 100
 """How many arrays, tables or objects within each other a document may hold."""
+
+MAX_BYTES = 64 * 1024 * 1024
+"""The largest file read back (64 MiB): far above any real report, plan, record or configuration;
+a larger file (or one that grows past it while read) is refused, not held in memory."""
 
 TOML_CONTAINERS = "arrays or tables"
 JSON_CONTAINERS = "arrays or objects"
@@ -40,14 +46,59 @@ def _too_deep(containers: str) -> DocumentError:
     return DocumentError(f"nested too deeply (more than {MAX_DEPTH} levels of {containers} within each other)")
 
 
+def _kind(mode: int) -> str:
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+    return next((name for test, name in kinds if test(mode)), "not a file")
+
+
+def not_regular(mode: int) -> DocumentError:
+    """The error for a file whose ``st_mode`` is not a regular file's: ``is not a regular file (a
+    character device)``; ``a directory``, ``a FIFO``, ``a socket``, ``a block device``."""
+    return DocumentError(f"is not a regular file ({_kind(mode)})")
+
+
+def read_bytes(path: PathLike) -> bytes:
+    """The bytes of a regular file of at most :data:`MAX_BYTES`.
+
+    The file is opened non-blocking and checked with ``fstat`` before a byte is read: a FIFO, a
+    device (``/dev/zero``), a socket or a directory is refused at once, never read until memory or
+    forever.
+
+    :raises OSError: the file cannot be opened or read (the caller names it, ``err.strerror``).
+    :raises DocumentError: ``is not a regular file (…)``, or ``larger than 64 MiB``.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise not_regular(info.st_mode)
+        if info.st_size > MAX_BYTES:
+            raise _too_large()
+        handle = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with handle:
+        raw = handle.read(MAX_BYTES + 1)
+    if len(raw) > MAX_BYTES:
+        raise _too_large()
+    return raw
+
+
+def _too_large() -> DocumentError:
+    return DocumentError(f"larger than {MAX_BYTES // (1024 * 1024)} MiB: not a file bake-plan reads")
+
+
 def read_text(path: PathLike) -> str:
-    """The file's text, UTF-8; a leading byte-order mark (editors on Windows write one) is dropped.
+    """The file's text, UTF-8 (:func:`read_bytes`: a regular file, at most :data:`MAX_BYTES`); a
+    leading byte-order mark (editors on Windows write one) is dropped.
 
     :raises OSError: the file cannot be read (the caller names it and says ``err.strerror``).
-    :raises DocumentError: the bytes are not UTF-8.
+    :raises DocumentError: not a regular file, too large, or the bytes are not UTF-8.
     """
-    with open(path, "rb") as handle:
-        raw = handle.read()
+    raw = read_bytes(path)
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:

@@ -22,6 +22,7 @@ import re
 import urllib.parse
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from bake.documents import DocumentError, parse_json
 from bake.errors import UsageError
 from bake.plan.inputs import INPUT_DIGEST_LABEL
 from bake.plan.names import arch_of
@@ -173,20 +174,40 @@ def parse_records(text: str, where: str) -> List[dict]:
     """Records from JSON text: one record, a list of them, or a plan (``bake-plan plan --format
     json``, whose records are :func:`plan_records`).
 
-    :raises UsageError: not JSON, or none of those shapes, naming ``where``.
+    :raises UsageError: not JSON, nested deeper than :data:`bake.documents.MAX_DEPTH`, or none of
+        those shapes, naming ``where`` and what is missing: ``FILE: not a bake-plan plan or nightly
+        record (an empty list)``, ``(… lacks 'target', 'arch')``.
     """
     try:
-        data = json.loads(text)
-    except ValueError as err:
-        raise UsageError(f"{where}: not JSON ({err})") from None
+        data = parse_json(text)
+    except DocumentError as err:  # not JSON, nested too deeply
+        raise UsageError(f"{where}: {err}") from None
     if isinstance(data, dict) and isinstance(data.get("target"), dict):
-        return plan_records(data)
+        if not all(isinstance(t, dict) for t in data["target"].values()):
+            raise _not_records(where, "a plan's 'target' block holding a target that is not a table")
+        try:
+            return plan_records(data)
+        except (AttributeError, TypeError):  # a plan's fields of the wrong types
+            raise _not_records(where, "a plan whose fields are not of a plan's types") from None
     items = data if isinstance(data, list) else [data]
-    for item in items:
+    if not items:
+        raise _not_records(where, "an empty list")
+    for n, item in enumerate(items):
+        at = f"item {n}: " if isinstance(data, list) else ""
         if not isinstance(item, dict) or item.get("schema") != SCHEMA:
             got = item.get("schema") if isinstance(item, dict) else type(item).__name__
-            raise UsageError(f"{where}: not a bake-plan plan or nightly record (schema {got!r}, expected {SCHEMA!r})")
+            raise _not_records(where, f"{at}schema {got!r}, expected {SCHEMA!r}")
+        missing = [k for k in ("target", "arch") if not isinstance(item.get(k), str) or not item[k]]
+        missing += [k for k in ("input_digest",) if k not in item]
+        if missing:
+            raise _not_records(where, f"{at}a record without {', '.join(repr(k) for k in missing)}")
+        if not isinstance(item.get("pins"), (dict, type(None))) or not isinstance(item.get("sources"), (dict, type(None))):
+            raise _not_records(where, f"{at}'pins' and 'sources' must be objects or null")
     return list(items)
+
+
+def _not_records(where: str, why: str) -> UsageError:
+    return UsageError(f"{where}: not a bake-plan plan or nightly record ({why})")
 
 
 def _version(text: str):

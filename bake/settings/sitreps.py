@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Iterable, List
 
-from bake.documents import DocumentError, read_json
+from bake.documents import DocumentError, not_regular, read_json
 from bake.errors import UsageError
 from bake.plan.gate import Evidence, TestResult, arch_of_platform
 
@@ -31,7 +31,8 @@ def sitrep_files(given: Iterable[str], where: str = "--sitrep") -> List[Path]:
     """The files named: each file as it is, each directory's ``sitrep.json`` files (searched
     below it, in sorted order), each once.
 
-    :raises UsageError: a path that does not exist, a directory holding no ``sitrep.json``, or more
+    :raises UsageError: a path that does not exist or is not a regular file (``/dev/zero``, a
+        FIFO: ``is not a regular file (a character device)``), a directory holding no ``sitrep.json``, or more
         than :data:`MAX_FILES` of them.
     """
     out: List[Path] = []
@@ -44,6 +45,8 @@ def sitrep_files(given: Iterable[str], where: str = "--sitrep") -> List[Path]:
             out += found
         elif path.is_file():
             out.append(path)
+        elif os.path.lexists(path) and os.path.exists(path):  # a FIFO, a device, a socket
+            raise UsageError(f"{where} {value}: {not_regular(os.stat(path).st_mode)}")
         else:
             raise UsageError(f"{where} {value}: no such file or directory")
         if len(out) > MAX_FILES:

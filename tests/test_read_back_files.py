@@ -1,0 +1,97 @@
+"""Every file bake-plan reads back goes through one reader: a device, a FIFO or a directory is
+refused unread (never read until memory runs out, never waited on forever), a file past 64 MiB is
+refused, and ``diff`` reads its sides with the same depth bound and refuses what holds no record."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from test_errors import assert_one_line_error
+
+from bake.documents import MAX_BYTES, DocumentError, read_bytes, read_json
+
+NOT_REGULAR = "is not a regular file (a character device)"
+
+
+def test_the_reader_refuses_devices_fifos_directories_and_large_files(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # nobody writes: a blocking open would wait forever
+    for path, kind in (("/dev/zero", "a character device"), (fifo, "a FIFO"), (tmp_path, "a directory")):
+        with pytest.raises(DocumentError) as err:
+            read_json(path)
+        assert str(err.value) == f"is not a regular file ({kind})"
+    big = tmp_path / "big.json"
+    with open(big, "wb") as handle:  # sparse: no 64 MiB written
+        handle.truncate(MAX_BYTES + 1)
+    with pytest.raises(DocumentError) as err:
+        read_bytes(big)
+    assert str(err.value) == "larger than 64 MiB: not a file bake-plan reads"
+    exact = tmp_path / "exact"
+    exact.write_bytes(b"{}")
+    assert read_json(exact) == {}
+
+
+@pytest.mark.parametrize("args, where", [
+    (("--platform", "linux/amd64", "--from-registry", "--parent-report", "/dev/zero"), "--parent-report: /dev/zero"),
+    (("--metadata-bake-file", "/dev/zero"), "--metadata-bake-file /dev/zero"),
+])
+def test_plan_refuses_a_device_as_a_report_it_reads(cli, tmp_path, args, where):
+    proc = cli("plan", "--target", "jax", "-o", "plan.hcl", *args, cwd=tmp_path)
+    assert_one_line_error(proc, cwd=tmp_path)
+    assert proc.stderr == f"bake-plan: error: {where}: {NOT_REGULAR}\n"
+
+
+def test_a_fifo_metadata_bake_file_is_refused_not_waited_on(cli, tmp_path):
+    fifo = tmp_path.parent / f"{tmp_path.name}-meta.fifo"
+    os.mkfifo(fifo)
+    proc = cli("plan", "--target", "jax", "-o", "plan.hcl", "--metadata-bake-file", str(fifo), cwd=tmp_path)
+    assert_one_line_error(proc, cwd=tmp_path)
+    assert proc.stderr == f"bake-plan: error: --metadata-bake-file {fifo}: is not a regular file (a FIFO)\n"
+
+
+@pytest.mark.parametrize("command", [("publish", "--dry-run"), ("record",)])
+def test_a_device_sitrep_is_not_a_regular_file(cli, tmp_path, command):
+    proc = cli(*command, "--target", "jax", "--sitrep", "/dev/zero", cwd=tmp_path)
+    assert_one_line_error(proc)
+    assert proc.stderr == f"bake-plan: error: --sitrep /dev/zero: {NOT_REGULAR}\n"
+
+
+RECORD = {"schema": "bake-plan.nightly-record/1", "target": "jax", "arch": "amd64", "input_digest": "sha256:" + "a" * 64,
+          "pins": None, "sources": {}}
+
+
+def _deep_record(levels: int) -> str:
+    head = json.dumps(RECORD)[:-1]
+    return head + ', "base_images": ' + "[" * levels + "]" * levels + "}"
+
+
+@pytest.mark.parametrize("text, why", [
+    ("[" * 100_000, "nested too deeply (more than 100 levels of arrays or objects within each other)"),
+    (_deep_record(5000), "nested too deeply (more than 100 levels of arrays or objects within each other)"),
+    ("[]", "not a bake-plan plan or nightly record (an empty list)"),
+    ('{"schema": "bake-plan.nightly-record/1"}',
+     "not a bake-plan plan or nightly record (a record without 'target', 'arch', 'input_digest')"),
+    (json.dumps([RECORD, {**RECORD, "arch": None}]),
+     "not a bake-plan plan or nightly record (item 1: a record without 'arch')"),
+    ('{"target": {"jax": 1}}', "not a bake-plan plan or nightly record "
+                               "(a plan's 'target' block holding a target that is not a table)"),
+])
+def test_diff_refuses_deep_empty_or_partial_sides(cli, tmp_path, text, why):
+    side = tmp_path / "side.json"
+    side.write_text(text)
+    proc = cli("diff", "--target", "jax", "--from", str(side), "--to", str(side), cwd=tmp_path)
+    assert_one_line_error(proc)
+    assert proc.stderr == f"bake-plan: error: --from {side}: {why}\n"
+
+
+def test_diff_reads_a_record_and_refuses_a_device(cli, tmp_path):
+    side = tmp_path / "side.json"
+    side.write_text(json.dumps(RECORD))
+    proc = cli("diff", "--target", "jax", "--from", str(side), "--to", str(side), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "jax" in proc.stdout and "unchanged" in proc.stdout
+    proc = cli("diff", "--target", "jax", "--from", "/dev/zero", cwd=tmp_path)
+    assert_one_line_error(proc)
+    assert proc.stderr == f"bake-plan: error: --from /dev/zero: {NOT_REGULAR}\n"
