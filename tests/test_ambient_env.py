@@ -44,7 +44,7 @@ LITERALS = {LITERALS!r}
 def bake_plan_stages():
     return [Stage(registry="ghcr.io/nvidia", name="leaky", image="leaky", parent="jax", context=stage_dir("jax"), args=LITERALS,
                   labels={{"org.example." + k.lower(): v for k, v in LITERALS.items()}},
-                  requirements=("pkg @ https://example.com/${{HOME}}/pkg.whl",))]
+                  requirements=("pkg @ https://example.com/HOME/pkg.whl",))]
 """, name="leaky")
 
 

@@ -316,8 +316,10 @@ def test_an_unpinned_git_requirement_is_refused(cli, make_plugin, tmp_path, line
     ("six=1.17", "Expected semicolon (after name with no version specifier) or end (a version is pinned with ==)"),
     ('six; python_version < 3.11', "Expected a marker variable or quoted string"),
     ("six>=", "Expected semicolon (after name with no version specifier) or end"),
-    ("six==1.17 --bogus-option", "--bogus-option is no option pip reads after a requirement "
+    ("six==1.17 --bogus-option", "'--bogus-option' is no option pip reads after a requirement "
                                  "(only --hash, --config-settings, -C, --global-option)"),
+    ("six'; rm -rf /", "'-rf' is no option pip reads after a requirement "
+                       "(only --hash, --config-settings, -C, --global-option)"),
     ("six==1.17 --hash=md5", "--hash=md5: not ALGORITHM:HEX with sha256, sha384 or sha512"),
     ("-e", "-e needs a value"),
     ("--no-such-flag", "--no-such-flag is no option pip reads in a requirements file"),
@@ -328,6 +330,18 @@ def test_a_requirement_pip_cannot_read_is_refused_when_planning(cli, make_plugin
     assert _refused_line(cli, make_plugin, tmp_path, line) == (
         f"bake-plan: error: plugin 'vcs-plugin', stage 'vcs', field 'requirements': {line!r} "
         f"is not a line pip can read: {why}")
+
+
+@pytest.mark.parametrize("line, ref", [("six @ file://${PIP_FIND_LINKS}/six-1.17.0-py2.py3-none-any.whl", "${PIP_FIND_LINKS}"),
+                                       ("x @ https://host.example/${PIP_INDEX_URL}", "${PIP_INDEX_URL}"),
+                                       ("--extra-index-url https://h.example/$TOKEN/simple", "$TOKEN")])
+def test_a_requirement_pip_would_expand_is_refused_when_planning(cli, make_plugin, tmp_path, line, ref):
+    """The image's pip-compile expands ``${NAME}`` from the build's environment: refused by ``plan``
+    as by ``lock``, in one line naming the plugin, the stage and the field."""
+    assert _refused_line(cli, make_plugin, tmp_path, line) == (
+        f"bake-plan: error: plugin 'vcs-plugin', stage 'vcs', field 'requirements': {line!r} holds {ref!r}, "
+        "which uv and pip replace by the environment variable's value: the image's pip-compile would send the "
+        "build's value (an index URL with its credentials, a token) to the host the line names; write the value itself")
 
 
 @pytest.mark.parametrize("line", [

@@ -125,7 +125,7 @@ HOSTILE = {HOSTILE!r}
 def bake_plan_stages():
     return [Stage(registry="ghcr.io/nvidia", name="hostile-0.1", image="hostile", parent="jax", context=stage_dir("jax"),
                   args=HOSTILE, labels={{"org.example." + k.lower(): v for k, v in HOSTILE.items()}},
-                  requirements=("numpy<2", "--extra-index-url https://x.example/${{TOKENISH}}"))]
+                  requirements=("numpy<2", "--extra-index-url https://x.example/TOKENISH"))]
 """, name="hostile")
     out = tmp_path / f"plan.{fmt}"
     cli("--target", "hostile-0.1", "--format", fmt, "-o", str(out), pythonpath=[site], check=True)
@@ -134,5 +134,5 @@ def bake_plan_stages():
     for key, value in HOSTILE.items():
         assert target["args"][key] == value, key
         assert target["labels"]["org.example." + key.lower()] == value, key
-    assert target["args"]["REQUIREMENTS"] == "numpy<2\n--extra-index-url https://x.example/${TOKENISH}"
+    assert target["args"]["REQUIREMENTS"] == "numpy<2\n--extra-index-url https://x.example/TOKENISH"
     assert printed["target"]["hostile-0_1"]["contexts"]["mealkit"] == "target:hostile-0_1-mealkit"

@@ -58,8 +58,8 @@ def requirement_fault(line: str) -> Optional[str]:
     An option line must be one pip reads there, with its value when it takes one; options after a
     requirement must be per-requirement ones (``--hash=ALG:HEX`` with sha256/384/512); the
     requirement itself must parse as PEP 508 (packaging's words). Comments, bare paths, URLs,
-    archives and lines with ``${VARIABLES}`` are left to pip (the image's pip; on the host,
-    :func:`bake.pip.requirements.refuse_variables` refuses them before pip or uv reads them).
+    archives and lines with ``${VARIABLES}`` are left to pip here (``bake.plan.validate`` refuses a
+    stage's line holding one first, by :func:`bake.plan.text.expansion_fault`).
     The common PEP 508 shape (:data:`SIMPLE_REQUIREMENT`) passes without importing packaging.
     """
     if SIMPLE_REQUIREMENT.match(line):  # most lines: nothing more to ask
@@ -101,7 +101,7 @@ def _option_fault(text: str) -> Optional[str]:
 def _per_requirement_fault(text: str) -> Optional[str]:
     option, value = split_option(text)
     if option not in PER_REQUIREMENT:
-        return f"{option} is no option pip reads after a requirement (only {', '.join(PER_REQUIREMENT)})"
+        return f"{option or text.split()[0]!r} is no option pip reads after a requirement (only {', '.join(PER_REQUIREMENT)})"
     if not value:
         return f"{option} needs a value"
     if option == "--hash" and not _HASH.match(value):

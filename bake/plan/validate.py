@@ -162,6 +162,11 @@ def validate(stage: object, plugin: str, checked_contexts: Optional[Set[Tuple[st
         fault = control_fault(line)
         if fault:
             raise fail("requirements", f"{line!r} holds {fault}: one requirement per line, of printable text")
+        fault = expansion_fault(line)  # the image's pip-compile would expand it from the build's environment
+        if fault:
+            raise fail("requirements", f"{line!r} {fault}: the image's pip-compile would send the build's value "
+                                       "(an index URL with its credentials, a token) to the host the line names; "
+                                       "write the value itself")
         fault = requirement_fault(line)
         if fault:
             raise fail("requirements", f"{line!r} is not a line pip can read: {fault}")
