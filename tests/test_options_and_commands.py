@@ -204,6 +204,11 @@ def bake_plan_stages():
     proc = cli("publish", "--target", "quick", "--registry", f"{engine.registry}/nowhere", cwd=tmp_path,
                pythonpath=[site], env=dict(os.environ, BUILDX_BUILDER="nosuch"))
     assert one_line(proc).startswith("BUILDX_BUILDER 'nosuch': no builder \"nosuch\" found")
+    # lock --in-image builds too: the same check, the same one line, before anything is built
+    proc = cli("lock", "--in-image", "--target", "jax", "--builder", "nosuch", "--locks-dir", "locks",
+               cwd=tmp_path, pythonpath=[site])
+    assert one_line(proc).startswith("--builder 'nosuch': no builder \"nosuch\" found (builders: "), proc.stderr
+    assert not (tmp_path / "locks").exists()
 
     done = cli(*args, "--builder", "default", cwd=tmp_path, pythonpath=[site])
     assert done.returncode == 0, done.stderr

@@ -24,6 +24,7 @@ from __future__ import annotations
 import collections
 import copy
 import json
+import os
 import re
 import sys
 import tempfile
@@ -143,6 +144,19 @@ def _platform_dir(platform: str) -> str:
     """The directory buildx's local exporter gives a platform of a multi-platform build
     (``linux/arm64/v8`` → ``linux_arm64_v8``)."""
     return platform.replace("/", "_")
+
+
+def check_builder(builder: Optional[str]) -> None:
+    """That ``builder`` (``--builder``; ``None``: buildx's own ``BUILDX_BUILDER``, when set) is a
+    buildx builder: the check and the one line of ``build`` (:func:`bake.run.engine.check_builder`),
+    made before anything is built.
+
+    :raises bake.errors.UsageError: there is no builder of that name (exit 2).
+    """
+    if builder is not None:
+        engine.check_builder(builder)
+    elif os.environ.get("BUILDX_BUILDER"):  # buildx's own choice of builder: as much a mistake when wrong
+        engine.check_builder(os.environ["BUILDX_BUILDER"], "BUILDX_BUILDER")
 
 
 def compile_in_images(plan: dict, wanted: Dict[str, Sequence[str]], builder: Optional[str] = None,
