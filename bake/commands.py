@@ -723,17 +723,13 @@ def _lock_in_image(settings: Settings, composition: Composition) -> int:
     from bake.pip.image_lock import lock_texts
     from bake.pip.lock import lock_specs, write_locks
     from bake.run.engine import EngineProbe, require_buildx_plugin, show_commands
-    from bake.run.image_lock import compile_in_images
+    from bake.run.image_lock import check_builder, compile_in_images
 
     show_commands(_tracing(settings))
     specs = [spec for name in composition.requested for spec in lock_specs(composition, name)]
     wanted: dict = {}  # stage → its platforms (a lock per arch is one spec per platform)
     for spec in specs:
         wanted[spec.target] = list(dict.fromkeys([*wanted.get(spec.target, ()), *spec.platforms]))
-    informing = _informing(settings, sys.stderr)
-    for name, platforms in wanted.items():
-        print(f"bake-plan: locking '{name}' in its image ({', '.join(platforms)}): building its meal kits and "
-              "running its final stage's pip-compile", file=informing)
     probe = EngineProbe()
     try:
         probe.answered()
@@ -742,6 +738,11 @@ def _lock_in_image(settings: Settings, composition: Composition) -> int:
             require_buildx_plugin()
     finally:
         probe.close()
+    check_builder(settings.builder)  # as build checks it: one line, exit 2, nothing built
+    informing = _informing(settings, sys.stderr)
+    for name, platforms in wanted.items():
+        print(f"bake-plan: locking '{name}' in its image ({', '.join(platforms)}): building its meal kits and "
+              "running its final stage's pip-compile", file=informing)
     compiled = compile_in_images(composition.plan, wanted, builder=settings.builder,
                                  console=lambda line: informing.write(line), buildx=buildx)
     results = lock_texts(specs, {stage: {p: (c.body, c.python) for p, c in by.items()}
