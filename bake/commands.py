@@ -23,7 +23,17 @@ from bake.output import check_writable, write_atomic
 from bake.owned import check_replaceable, no_empty_directory_left, write_output
 from bake.plan.compose import Composition
 from bake.plan.plugins import get_plugin_manager
-from bake.plan.text import counted
+from bake.plan.text import counted, printable
+
+_print = print
+
+
+def print(*values, **options) -> None:  # noqa: A001 - every line this module prints goes through here
+    """:func:`print`, each ``str`` value escaped by :func:`bake.plan.text.printable` (a newline
+    too): a path, a tag or a plugin's text holding ``ESC [2J`` or U+202E is shown as ``\\x1b[2J``,
+    never obeyed by the terminal, as the error lines show it. A message of several lines is
+    printed as several calls."""
+    _print(*(printable(v, keep="\t") if isinstance(v, str) else v for v in values), **options)
 from bake.settings.merge import Settings
 
 
@@ -109,7 +119,9 @@ def write_plan(settings: Settings, composition: Composition, summary_to: TextIO)
         print(f"  {name:<28} {','.join(target['platforms']):<24} {tags}", file=summary_to)
     if composition.bake_files:
         files = [output if output != "-" else DEFAULT_FILES[settings.format], *composition.bake_files]
-        print(f"  build with: docker buildx bake {' '.join('-f ' + f for f in files)}", file=summary_to)
+        from bake.plan.render import shell_word
+
+        print(f"  build with: docker buildx bake {' '.join('-f ' + shell_word(f) for f in files)}", file=summary_to)
     return output
 
 
@@ -302,8 +314,8 @@ def publish(settings: Settings) -> int:
         missing = missing_sources(wanted, exists)
         for manifest in ([] if missing else wanted):
             print(f"would publish {manifest.tag} <- "
-                  f"{', '.join(s.rsplit(':', 1)[-1] for s in manifest.sources)}\n"
-                  f"  {engine.command_line(engine.imagetools_create_command(manifest.tag, manifest.sources))}",
+                  f"{', '.join(s.rsplit(':', 1)[-1] for s in manifest.sources)}", file=lines)
+            print(f"  {engine.command_line(engine.imagetools_create_command(manifest.tag, manifest.sources))}",
                   file=lines, flush=True)
     else:
         missing = publish_all(wanted, exists, lambda tag, sources: registry.create(tag, sources, ()),
@@ -763,6 +775,7 @@ def wheelhouse(settings: Settings) -> int:
 
     from bake.pip.lock import lock_specs
     from bake.pip.wheelhouse import default_tools_cache, fill
+    from bake.plan.render import shell_word
 
     composition = compose(settings)
     specs = [spec for name in composition.requested for spec in lock_specs(composition, name)]
@@ -772,7 +785,7 @@ def wheelhouse(settings: Settings) -> int:
                       report=lambda msg: print(f"bake-plan: {msg}", file=_informing(settings, sys.stderr)),
                       tools_cache=default_tools_cache())
     print(f"bake-plan: wheelhouse {out}: {counted(counts['added'], 'wheel')} added, {counts['kept']} unchanged, "
-          f"{counts['built']} built from sdists; build with --wheelhouse {out}")
+          f"{counts['built']} built from sdists; build with --wheelhouse {shell_word(str(out))}")
     return 0
 
 

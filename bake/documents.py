@@ -62,8 +62,8 @@ def read_bytes(path: PathLike) -> bytes:
     """The bytes of a regular file of at most :data:`MAX_BYTES`.
 
     The file is opened non-blocking and checked with ``fstat`` before a byte is read: a FIFO, a
-    device (``/dev/zero``), a socket or a directory is refused at once, never read until memory or
-    forever.
+    device (``/dev/zero``; ``/dev/null`` alone reads as empty), a socket or a directory is refused
+    at once, never read until memory or forever.
 
     :raises OSError: the file cannot be opened or read (the caller names it, ``err.strerror``).
     :raises DocumentError: ``is not a regular file (…)``, or ``larger than 64 MiB``.
@@ -72,7 +72,7 @@ def read_bytes(path: PathLike) -> bytes:
     fd = os.open(path, flags)
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
+        if not stat.S_ISREG(info.st_mode) and not _is_devnull(info):  # /dev/null: empty, as `--config /dev/null` means
             raise not_regular(info.st_mode)
         if info.st_size > MAX_BYTES:
             raise _too_large()
@@ -85,6 +85,13 @@ def read_bytes(path: PathLike) -> bytes:
     if len(raw) > MAX_BYTES:
         raise _too_large()
     return raw
+
+
+def _is_devnull(info: os.stat_result) -> bool:
+    try:
+        return os.path.samestat(info, os.stat(os.devnull))
+    except OSError:  # pragma: no cover - no /dev/null
+        return False
 
 
 def _too_large() -> DocumentError:

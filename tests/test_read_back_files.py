@@ -28,6 +28,7 @@ def test_the_reader_refuses_devices_fifos_directories_and_large_files(tmp_path):
     with pytest.raises(DocumentError) as err:
         read_bytes(big)
     assert str(err.value) == "larger than 64 MiB: not a file bake-plan reads"
+    assert read_bytes("/dev/null") == b""  # `--config /dev/null`: no configuration
     exact = tmp_path / "exact"
     exact.write_bytes(b"{}")
     assert read_json(exact) == {}

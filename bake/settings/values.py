@@ -27,6 +27,7 @@ from bake.plan.names import (
     repository_name,
 )
 from bake.plan.compose import ParentImage
+from bake.plan.render import shell_word
 from bake.plan.secrets import SecretSpec, parse_secret
 
 DATE_POLICIES = ("auto", "today", "source-date-epoch")
@@ -426,7 +427,7 @@ def locks_dir(value: str, where: str = "--locks-dir", must_exist: bool = False) 
     :raises UsageError: empty, an existing file, or (``must_exist``) missing.
     """
     return _directory(value, where, must_exist,
-                      f" (make the locks there: bake-plan lock --target T --locks-dir {value})")
+                      f" (make the locks there: bake-plan lock --target T --locks-dir {shell_word(value)})")
 
 
 def metadata_file(value: str, where: str = "--metadata-file") -> Path:
