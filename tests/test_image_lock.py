@@ -219,3 +219,17 @@ def test_a_host_lock_of_a_chain_that_writes_lines_at_build_time_says_to_lock_in_
                            "time (RUN bake-write-requirements kit \"${REQUIREMENTS}\" && bake-write-requirements "), note
     assert note.endswith("…), which this lock cannot see; `build --locked` needs the lock made in the image: "
                          "bake-plan lock --in-image --target kit"), note
+
+
+def test_a_lock_missing_a_platform_suggests_locking_every_platform_the_plan_needs(tmp_path):
+    from bake.errors import UsageError
+    from bake.pip.lock import checked_lock, header
+
+    spec = lock_specs(compose_plan(targets=["jax"], platforms=["linux/amd64", "linux/arm64"]), "jax")[0]
+    spec = dataclasses.replace(spec, per_arch=False, platforms=("linux/amd64", "linux/arm64"))
+    (tmp_path / spec.filename).write_text(header(dataclasses.replace(spec, platforms=("linux/amd64",)), None) + "a==1\n")
+    with pytest.raises(UsageError) as caught:
+        checked_lock(spec, tmp_path)
+    assert str(caught.value).endswith(
+        f"covers linux/amd64, not linux/arm64: run `bake-plan lock --target {spec.target} "
+        "--platform linux/amd64 --platform linux/arm64`"), caught.value

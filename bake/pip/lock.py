@@ -868,7 +868,10 @@ def checked_lock(spec: LockSpec, locks_dir: Path, who: str = "--locked") -> str:
         raise UsageError(f"{who}: {path} is not a bake-plan lock of '{name}': {again}")
     covered = [p.strip() for p in (head.get("platforms") or [""])[0].split(",") if p.strip()]
     missing = [p for p in spec.platforms if p not in covered]
-    if missing:
+    if missing:  # the command locks every platform the plan needs, not the configuration's
+        import shlex
+
+        again = again[:-1] + "".join(f" --platform {shlex.quote(p)}" for p in spec.platforms) + "`"
         raise UsageError(f"{who}: {path} covers {', '.join(covered) or 'no platform'}, "
                          f"not {', '.join(missing)}: {again}")
     made_for = (head.get("python") or [""])[0]
