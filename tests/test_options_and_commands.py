@@ -97,6 +97,23 @@ def test_a_find_links_uv_cannot_read_is_one_line(cli, tmp_path, value, line):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("flag", ["-i", "--extra-index-url"])
+@pytest.mark.parametrize("value, why", [
+    ("notaurl", "not a URL (http(s)://HOST/simple) nor a directory"),
+    ("https://", "a URL names its host (https://HOST/simple)"),
+    ("ftp://mirror.example/simple", "not a URL pip or uv reads (http, https or file)"),
+])
+def test_an_index_url_that_is_no_url_nor_directory_is_one_line_before_the_resolver(cli, tmp_path, flag, value, why):
+    """uv took ``-i notaurl`` as a path and answered "no distribution found" (exit 1): checked with
+    the other options, exit 2; a directory laid out as a simple index passes, as pip reads one."""
+    option = "--index-url" if flag == "-i" else flag
+    assert one_line(cli("lock", "--target", "jax", flag, value, cwd=tmp_path)) == f"{option} {value}: {why}"
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "simple").mkdir()
+    proc = cli("lock", "--target", "jax", flag, "simple", "--locks-dir", "locks", cwd=tmp_path)
+    assert f"{option} simple:" not in proc.stderr, proc.stderr
+
+
 @pytest.mark.parametrize("command", ["lock", "wheelhouse"])
 @pytest.mark.parametrize("given", ["missing", "file:///nonexistent/wheels", "-f"])
 def test_a_find_links_path_that_is_not_there_is_one_line_before_anything_runs(cli, tmp_path, command, given):

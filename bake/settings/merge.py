@@ -608,8 +608,9 @@ def _pip_args(given: Mapping[str, Any]) -> Tuple[str, ...]:
         if value is True:
             out.append(option)
         elif isinstance(value, str):
-            out += [option, value]
+            out += [option, values.index_url(value, option) if dest == "index_url" else value]
         elif isinstance(value, (list, tuple)):
             for item in value:
-                out += [option, values.find_links(item, option) if dest == "find_links" else item]
+                check = {"find_links": values.find_links, "extra_index_url": values.index_url}.get(dest)
+                out += [option, check(item, option) if check else item]
     return tuple(out)

@@ -347,6 +347,31 @@ def python(value: str, where: str = "--python") -> str:
     return _filled(value, where)
 
 
+def index_url(value: str, where: str = "--index-url") -> str:
+    """An ``-i``/``--extra-index-url`` value as pip and uv take it: an ``http(s)://`` or ``file:``
+    URL of a simple repository (PEP 503), or a local directory laid out the same way that is there
+    now. Anything else made ``lock`` fail late, as "no distribution found", exit 1.
+
+    :raises UsageError: empty; not a URL with a host, and not a directory.
+    """
+    _filled(value, where)
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(value)
+    scheme = parts.scheme.lower()
+    if scheme in ("http", "https"):
+        if not parts.hostname:
+            raise UsageError(f"{where} {value}: a URL names its host ({scheme}://HOST/simple)")
+        return value
+    if scheme == "file":
+        return find_links(value, where)
+    if len(scheme) > 1:  # a scheme pip cannot read (a one-letter one is a Windows drive)
+        raise UsageError(f"{where} {value}: not a URL pip or uv reads (http, https or file)")
+    if not os.path.isdir(value):
+        raise UsageError(f"{where} {value}: not a URL (http(s)://HOST/simple) nor a directory")
+    return value
+
+
 def find_links(value: str, where: str = "--find-links") -> str:
     """A ``-f``/``--find-links`` location as pip and uv take it: a URL; or a local directory of
     archives, or an HTML page of links, that is there now, by path or as a ``file:`` URL of this
