@@ -66,19 +66,24 @@ def test_dry_run_runs_no_docker_when_there_is_one(tmp_path):
     assert not (bin_dir / "calls").exists(), (bin_dir / "calls").read_text()
 
 
-def test_dry_run_without_a_buildx_plugin_is_one_line(tmp_path):
+def test_dry_run_without_a_buildx_plugin_is_one_line(tmp_path, monkeypatch, capsys):
+    """Run in this process, so the system's plugin directories (where the test engine puts buildx)
+    can be emptied: the docker CLI on PATH but no buildx anywhere it looks."""
+    from bake.cli import main
+    from bake.run import engine
+
     bin_dir = tmp_path / "bin"
     _fake_docker(bin_dir, "exit 1")
     env = _hermetic(tmp_path, bin_dir)
     (Path(env["DOCKER_CONFIG"]) / "cli-plugins" / "docker-buildx").unlink()
-    from bake.run.engine import NO_BUILDX, SYSTEM_PLUGIN_DIRS
-
-    if any(os.path.isfile(os.path.join(d, "docker-buildx")) for d in SYSTEM_PLUGIN_DIRS):
-        pytest.skip("this machine has a buildx plugin where every docker CLI looks")
-    proc = _dry_run(tmp_path, env)
-    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == f"bake-plan: error: {NO_BUILDX}"
+    for key in ("PATH", "DOCKER_CONFIG", "XDG_CACHE_HOME"):
+        monkeypatch.setenv(key, env[key])
+    monkeypatch.setattr(engine, "SYSTEM_PLUGIN_DIRS", ())
+    monkeypatch.chdir(tmp_path)
+    status = main(["build", "--target", "base", "--config", os.devnull, "--date", DATE, "--load", "--dry-run"])
+    err = capsys.readouterr().err
+    assert status == 2 and err.strip().splitlines()[-1] == f"bake-plan: error: {engine.NO_BUILDX}", err
     assert not (bin_dir / "calls").exists()
-
 
 INFO = {"ID": "x", "Driver": "overlay2", "DriverStatus": [["driver-type", "io.containerd.snapshotter.v1"]],
         "ClientInfo": {"Plugins": [{"Name": "buildx", "Version": "v0.29.1"}]}}
