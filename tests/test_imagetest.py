@@ -532,3 +532,42 @@ def test_a_build_drops_the_tests_badge_bake_plan_wrote_and_leaves_anothers(tmp_p
     assert (directory / "tests-badge.json").read_text() == "{}\n", "a build leaves it alone"
     with pytest.raises(OutputError, match="bake-plan did not write this file"):
         tests.prepare()  # and test will not replace it
+
+
+def test_a_later_test_run_merges_its_results_into_the_tests_block(tmp_path):
+    """``test --target root`` after ``test --target leaf``: leaf's results stay; a run of the same
+    target and platform again replaces only that pair's results."""
+    from bake.run.imagetest import TestReports
+
+    directory = tmp_path / "sitrep"
+    reports = TestReports(directory, None)
+    reports.prepare()
+
+    def result(stage, test, outcome, platform="linux/amd64"):
+        return {**_result(test, outcome, platform), "stage": stage, "target": stage}
+
+    leaf = sitrep.make_tests("leaf tests", [result("leaf", "a", "pass"), result("leaf", "a", "fail", "linux/arm64")])
+    leaf["installed"] = [{"target": "leaf", "platform": "linux/amd64", "distributions": {"numpy": "2.0"}}]
+    reports.write(leaf, ran=[("leaf", "linux/amd64"), ("leaf", "linux/arm64")], requested=["leaf"])
+    root = sitrep.make_tests("root tests", [result("root", "r", "pass")])
+    root["installed"] = [{"target": "root", "platform": "linux/amd64", "distributions": {}}]
+    report = reports.write(root, ran=[("root", "linux/amd64")], requested=["root"])
+    on_disk = json.loads((directory / "sitrep.json").read_text())
+    assert on_disk == report
+    tests = report["tests"]
+    assert [(r["target"], r["platform"], r["outcome"]) for r in tests["results"]] == [
+        ("leaf", "linux/amd64", "pass"), ("leaf", "linux/arm64", "fail"), ("root", "linux/amd64", "pass")]
+    assert tests["summary"] == "leaf, root tests: 2/3 passed (failed: leaf linux/arm64 a)"
+    assert (tests["passed"], tests["failed"], tests["total"], tests["outcome"]) == (2, 1, 3, "fail")
+    assert [i["target"] for i in tests["installed"]] == ["leaf", "root"]
+    assert json.loads((directory / "tests-badge.json").read_text())["message"] == "2/3 passed"
+    # leaf's arm64 run again, now passing: only that pair is replaced
+    again = sitrep.make_tests("leaf tests", [result("leaf", "a", "pass", "linux/arm64")])
+    tests = reports.write(again, ran=[("leaf", "linux/arm64")], requested=["leaf"])["tests"]
+    assert [(r["target"], r["platform"], r["outcome"]) for r in tests["results"]] == [
+        ("leaf", "linux/amd64", "pass"), ("root", "linux/amd64", "pass"), ("leaf", "linux/arm64", "pass")]
+    assert tests["summary"] == "leaf, root tests: 3/3 passed" and tests["outcome"] == "pass"
+    assert sitrep.tests_badge(tests)["message"] == "3/3 passed"
+    # a target run again whose tests are now gone: its earlier results go with them
+    tests = reports.write(sitrep.make_tests("root tests", []), ran=[("root", "linux/amd64")], requested=["root"])["tests"]
+    assert {r["target"] for r in tests["results"]} == {"leaf"}

@@ -192,6 +192,32 @@ def bounded(lines: Sequence[str], line_bytes: int = TEST_LINE_BYTES, total: int 
     return out[::-1]
 
 
+def merged_tests(earlier: dict, tests: dict, ran: Optional[Sequence[Tuple[str, str]]] = None,
+                 requested: Sequence[str] = ()) -> dict:
+    """The ``tests`` block of a later run merged into an earlier one's: the earlier results (and
+    ``installed`` entries) of the ``(target, platform)`` pairs in ``ran`` (default: the pairs of
+    ``tests``' results) dropped, this run's added after the rest; the summary, counts, outcome and
+    badge label made again of them all (:func:`bake.run.sitrep.make_tests`). A malformed earlier
+    entry is dropped."""
+    pairs = set(ran) if ran is not None else {(r.get("target"), r.get("platform")) for r in tests["results"]}
+
+    def kept(entries) -> List[dict]:
+        return [e for e in entries or [] if isinstance(e, dict) and isinstance(e.get("target"), str) and isinstance(e.get("platform"), str)
+                and (e["target"], e["platform"]) not in pairs]
+
+    old = [r for r in kept(earlier.get("results")) if isinstance(r.get("stage"), str) and isinstance(r.get("test"), str)
+           and all(k in r for k in ("outcome", "timed_out", "exit_code", "duration_s"))
+           and isinstance(r.get("output"), list)]
+    if not old:
+        return tests
+    stages = list(dict.fromkeys([r["stage"] for r in old] + list(requested)))
+    label = f"{', '.join(stages)} tests" if requested else tests["badge_label"]
+    block = sitrep.make_tests(label, old + list(tests["results"]))
+    if "installed" in tests:
+        block["installed"] = kept(earlier.get("installed")) + list(tests["installed"])
+    return block
+
+
 class TestReports:
     """Where ``bake-plan test`` reports: the ``tests`` block merged into ``sitrep.json`` of the
     sitrep directory (the build's, when bake-plan wrote one there: its other keys are kept;
@@ -228,9 +254,17 @@ class TestReports:
             _appendable(self.step_summary)
         record.remove(sitrep.TESTS_BADGE, _WHAT[sitrep.TESTS_BADGE])
 
-    def write(self, tests: dict) -> dict:
+    def write(self, tests: dict, ran: Optional[Sequence[Tuple[str, str]]] = None,
+              requested: Sequence[str] = ()) -> dict:
         """Merge ``tests`` (:func:`bake.run.sitrep.make_tests`) into the sitrep and write every
-        report. :returns: the sitrep written.
+        report. The ``tests`` block of an earlier ``test`` run in this sitrep (after the same
+        build) is merged, not replaced: its results and installed distributions for the
+        ``(target, platform)`` pairs of ``ran`` (default: those of ``tests``' results) give way to
+        this run's, the rest are kept, and the summary, counts and badge are of them all.
+
+        :param requested: the stages this run was asked to test (the badge label names them after
+            the kept results' stages).
+        :returns: the sitrep written.
         :raises RunError: a report cannot be written (the tests ran: exit 1)."""
         record = Record(self.sitrep_dir)
         report = None
@@ -239,6 +273,9 @@ class TestReports:
                 report = read_json(self.sitrep_dir / "sitrep.json")
             except (OSError, DocumentError):
                 report = None
+        earlier = report.get("tests") if isinstance(report, dict) else None
+        if isinstance(earlier, dict) and isinstance(earlier.get("results"), list):
+            tests = merged_tests(earlier, tests, ran, requested)
         if not (isinstance(report, dict) and isinstance(report.get("targets"), dict) and report["targets"]):
             # No build's sitrep here: the tests' own, with the build's keys, so its readers read it.
             report = {"summary": tests["summary"], "badge_label": tests["badge_label"], "outcome": tests["outcome"],
@@ -296,7 +333,7 @@ def run_image_tests(composition: Composition, reports: TestReports, local: bool 
     results = run_cases(found, engine.run_in_image, None if local else engine.pull_image, echo=echo)
     block = sitrep.make_tests(label, results)
     block["installed"] = installed_distributions(found, results, engine.run_in_image)
-    return reports.write(block)["tests"]
+    return reports.write(block, ran=[(c.target, c.platform) for c in found], requested=composition.requested)["tests"]
 
 
 INSTALLED_TIMEOUT_S = 120.0
