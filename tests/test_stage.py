@@ -33,3 +33,39 @@ def test_without_a_shared_set_every_call_looks(tmp_path):
         validate(Stage(name="a", context="relative/dir"), "p")
     with pytest.raises(StageError, match="does not exist"):
         validate(Stage(name="a", context=str(tmp_path / "missing")), "p")
+
+
+def test_a_named_context_that_is_a_local_path_must_exist(tmp_path):
+    (tmp_path / "Dockerfile").write_text("FROM scratch\n")
+    extra = tmp_path / "extra"
+    with pytest.raises(StageError) as err:
+        validate(Stage(name="a", context=tmp_path, contexts={"extra": str(extra)}), "p")
+    assert str(err.value) == (f"plugin 'p', stage 'a', field 'contexts': context 'extra': directory {extra} "
+                              "does not exist")
+    (tmp_path / "afile").write_text("x")  # a file is no context directory either
+    with pytest.raises(StageError, match="context 'extra': directory .*/afile does not exist"):
+        validate(Stage(name="a", context=tmp_path, contexts={"extra": str(tmp_path / "afile")}), "p")
+    extra.mkdir()
+    checked = set()
+    validate(Stage(name="a", context=tmp_path, contexts={"extra": str(extra)}), "p", checked)
+    assert (str(extra), "") in checked
+    # what buildx resolves itself is not looked for on disk
+    validate(Stage(name="a", context=tmp_path, contexts={"t": "target:other", "i": "docker-image://busybox:1.36",
+                                                         "g": "https://example.invalid/repo.git"}), "p")
+    with pytest.raises(StageError, match="context 'extra' holds an escape"):
+        validate(Stage(name="a", context=tmp_path, contexts={"extra": str(extra) + "\x1b[2J"}), "p")
+
+
+@pytest.mark.parametrize("labels, fault", [
+    ({"org.example.note": "a\x1b[31mred"}, "an escape (U+001B)"),
+    ({"org.example.note": "abc\u202edef"}, "a control character (U+202E)"),
+    ({"org.example\x1b[2J": "v"}, "an escape (U+001B)"),
+    ({"org.example.note": "two\nlines"}, "a line feed (U+000A)"),
+])
+def test_labels_holding_control_or_bidi_characters_are_refused(tmp_path, labels, fault):
+    (tmp_path / "Dockerfile").write_text("FROM scratch\n")
+    with pytest.raises(StageError) as err:
+        validate(Stage(name="a", context=tmp_path, labels=labels), "p")
+    assert "field 'labels': label 'org.example" in str(err.value) and str(err.value).endswith(f"holds {fault}")
+    assert "\x1b" not in str(err.value) and "\u202e" not in str(err.value)
+    validate(Stage(name="a", context=tmp_path, labels={"org.example.note": "plain ünïcode"}), "p")

@@ -21,7 +21,7 @@ from bake.plan.names import (
     check_tag,
 )
 from bake.plan.stage import SOURCE_MODES, ImageTest, Source, Stage
-from bake.plan.text import control_fault, expansion_fault, git_fault
+from bake.plan.text import control_fault, expansion_fault, git_fault, printable
 from bake.plan.variants import check as check_variants
 
 KINDS = ("mealkit", "single")
@@ -138,11 +138,23 @@ def validate(stage: object, plugin: str, checked_contexts: Optional[Set[Tuple[st
 
     args = _check_mapping(stage, "args", fail, key_re=ARG_NAME)
     labels = _check_mapping(stage, "labels", fail, key_re=None)
+    for key, value in labels.items():  # printed and pushed as image metadata: no terminal controls, no bidi
+        fault = control_fault(key, allow="") or control_fault(value, allow="")
+        if fault:
+            raise fail("labels", f"label {printable(key)!r} holds {fault}")
     uses = _check_mapping(stage, "uses", fail, key_re=_CONTEXT_NAME)
     contexts = _check_mapping(stage, "contexts", fail, key_re=_CONTEXT_NAME)
     for name, value in contexts.items():
+        fault = control_fault(value, allow="")
+        if fault:
+            raise fail("contexts", f"context {name!r} holds {fault}")
         if not is_context_url(value) and not os.path.isabs(value):
             raise fail("contexts", f"context {name!r}: {value!r} must be an absolute directory or a URL")
+        if not is_context_url(value) and (checked_contexts is None or (value, "") not in checked_contexts):
+            if not os.path.isdir(value):  # checked as `context` is: buildx would fail on it mid-build
+                raise fail("contexts", f"context {name!r}: directory {value} does not exist")
+            if checked_contexts is not None:
+                checked_contexts.add((value, ""))
     if set(uses) & set(contexts):
         raise fail("uses", f"named context {sorted(set(uses) & set(contexts))[0]!r} is also in 'contexts'")
     for reserved in ("base", "mealkit"):
