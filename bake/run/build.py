@@ -15,8 +15,10 @@ from typing import Any, List, Optional, Sequence, Tuple
 from bake.errors import OutputError, RunError, UsageError
 from bake.owned import Record
 from bake.plan.compose import DEFAULT_GROUP, Composition
+from bake.plan.names import normalise_reference
 from bake.plan.render import granted, read_paths
 from bake.plan.secrets import redact
+from bake.plan.validate import is_context_url
 from bake.run import engine, sitrep
 from bake.run.progress import LiveConsole, RawRedactor
 
@@ -346,9 +348,33 @@ def _base_digest(ref: str) -> Optional[str]:
         return None
 
 
+def _spelling(image: str) -> str:
+    try:
+        return normalise_reference(image)
+    except ValueError:
+        return image
+
+
+def base_images_seen(plan: dict, images: Optional[dict]) -> dict:
+    """The images BuildKit's progress showed each target starting from
+    (:meth:`bake.run.progress.ProgressReader.images`), less its named contexts that are no image:
+    a local directory (the wheelhouse, a ``pip-lock`` context) or a ``target:`` of the plan, which
+    BuildKit names as an image (``docker.io/library/wheelhouse``) though no registry holds it.
+
+    :param plan: the plan (``target`` → ``contexts``). :returns: the same shape, filtered."""
+    out = {}
+    for target, seen in (images or {}).items():
+        contexts = (plan.get("target", {}).get(target) or {}).get("contexts") or {}
+        not_images = {_spelling(name) for name, value in contexts.items()
+                      if isinstance(value, str) and (value.startswith("target:") or not is_context_url(value))}
+        out[target] = [found for found in seen if _spelling(found[0]) not in not_images]
+    return out
+
+
 def _sitrep(composition: Composition, label: str, run: engine.BakeRun, known: Sequence[str],
             sizes=lambda ref: {}, resolve=lambda ref: None) -> dict:
     return sitrep.make_sitrep(composition.plan, label, run.returncode, run.failed, run.metadata, run.durations,
                               error=run.error, steps=run.steps, failed_steps=run.failed_steps, exported=run.exported,
                               known=known, sizes=sizes, transfers=run.transfers, failures=run.failures,
-                              images=run.images, resolve=resolve, unchanged=composition.unchanged)
+                              images=base_images_seen(composition.plan, run.images), resolve=resolve,
+                              unchanged=composition.unchanged)
