@@ -96,3 +96,25 @@ def test_diff_reads_a_record_and_refuses_a_device(cli, tmp_path):
     proc = cli("diff", "--target", "jax", "--from", "/dev/zero", cwd=tmp_path)
     assert_one_line_error(proc)
     assert proc.stderr == f"bake-plan: error: --from /dev/zero: {NOT_REGULAR}\n"
+
+
+def test_a_record_read_from_the_registry_is_bounded_in_depth_and_size():
+    """A record annotation the registry hands back is untrusted: a deep one, or a gzip one that
+    expands past 64 MiB (a few KB sent), is refused in one line, never held or recursed into."""
+    import base64
+    import gzip
+
+    from bake.errors import RecordError
+    from bake.run.record import ANNOTATION, ANNOTATION_GZ, record_from_annotations
+
+    with pytest.raises(RecordError, match="nested too deeply"):
+        record_from_annotations({ANNOTATION: "[" * 100_000}, "r/x:record")
+    bomb = base64.b64encode(gzip.compress(b" " * (MAX_BYTES + 10), compresslevel=9)).decode()
+    assert len(bomb) < 200_000
+    with pytest.raises(RecordError) as err:
+        record_from_annotations({ANNOTATION_GZ: bomb}, "r/x:record")
+    assert str(err.value) == "r/x:record: the record expands past 64 MiB: not a bake-plan record"
+    packed = base64.b64encode(gzip.compress(json.dumps(RECORD).encode())).decode()
+    assert record_from_annotations({ANNOTATION_GZ: packed}, "r/x:record") == RECORD
+    with pytest.raises(RecordError, match="not readable JSON"):
+        record_from_annotations({ANNOTATION_GZ: packed[:40]}, "r/x:record")

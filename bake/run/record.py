@@ -13,9 +13,10 @@ from __future__ import annotations
 import base64
 import datetime
 import gzip
-import json
+import zlib
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from bake.documents import MAX_BYTES, DocumentError, parse_json
 from bake.errors import RecordError
 from bake.plan import records
 from bake.run.sitrep import markdown_text
@@ -38,6 +39,20 @@ def annotation_of(record: dict) -> str:
     return f"{ANNOTATION_GZ}={packed}"
 
 
+def _gunzip(data: bytes, ref: str) -> bytes:
+    """``data`` gunzipped, at most :data:`bake.documents.MAX_BYTES` of it (a registry's
+    annotation is untrusted: a few KB of gzip can expand to gigabytes).
+
+    :raises RecordError: it expands past the bound. :raises zlib.error, EOFError: not gzip."""
+    inflate = zlib.decompressobj(wbits=31)  # gzip framing
+    out = inflate.decompress(data, MAX_BYTES + 1)
+    if len(out) > MAX_BYTES or inflate.unconsumed_tail:
+        raise RecordError(f"{ref}: the record expands past {MAX_BYTES // (1024 * 1024)} MiB: not a bake-plan record")
+    if not inflate.eof:
+        raise EOFError("the gzip stream ends early")
+    return out
+
+
 def record_from_annotations(notes: Dict[str, str], ref: str) -> dict:
     """The record an index's annotations hold.
 
@@ -47,11 +62,13 @@ def record_from_annotations(notes: Dict[str, str], ref: str) -> dict:
         if ANNOTATION in notes:
             text = notes[ANNOTATION]
         elif ANNOTATION_GZ in notes:
-            text = gzip.decompress(base64.b64decode(notes[ANNOTATION_GZ], validate=True)).decode()
+            text = _gunzip(base64.b64decode(notes[ANNOTATION_GZ], validate=True), ref).decode()
         else:
             raise RecordError(f"{ref}: holds no bake-plan record (no {ANNOTATION} annotation)")
-        data = json.loads(text)
-    except (ValueError, OSError, EOFError) as err:
+        data = parse_json(text)  # depth-bounded, as every document bake-plan reads back
+    except DocumentError as err:
+        raise RecordError(f"{ref}: the record is not readable JSON ({err})") from None
+    except (ValueError, OSError, EOFError, zlib.error) as err:
         raise RecordError(f"{ref}: the record is not readable JSON ({err})") from None
     if not isinstance(data, dict) or data.get("schema") != records.SCHEMA:
         got = data.get("schema") if isinstance(data, dict) else type(data).__name__
