@@ -29,20 +29,27 @@ GAMMA_WHEEL = "gamma-1.0-py3-none-any.whl"
 OFFLINE_PIP = {"PIP_FIND_LINKS": "/opt/wheelhouse", "PIP_NO_INDEX": "1"}
 
 
+def _present(contexts):
+    """The named contexts whose directory is there: bake-plan refuses a named context that is a
+    missing directory, and the families' stages are declared even where the tf- ones are not built
+    (the mx- families run without a wheelhouse)."""
+    return {name: path for name, path in contexts.items() if os.path.isdir(path)}
+
+
 @hookimpl
 def bake_plan_stages():
     wheelhouse = os.environ.get("BAKE_PLAN_TESTFAMILY_WHEELHOUSE", str(HERE / "wheelhouse"))
     local_wheels = os.environ.get("BAKE_PLAN_TESTFAMILY_LOCAL_WHEELS", str(HERE / "local-wheels"))
     common = dict(registry="localhost:5555/testfamily", platforms=("linux/amd64",),
-                  args=OFFLINE_PIP, contexts={"wheelhouse": wheelhouse})
+                  args=OFFLINE_PIP, contexts=_present({"wheelhouse": wheelhouse}))
     return [
         Stage(name="tf-root", image="tf-root", context=stage_dir("base"), base_image=BASE_IMAGE,
               requirements=("beta",),
               **{**common, "args": {**OFFLINE_PIP, "APT_PACKAGES": "python3 python3-venv"},
-                 "contexts": {"wheelhouse": wheelhouse, "scripts": str(stages_dir() / "scripts")}}),
+                 "contexts": _present({"wheelhouse": wheelhouse, "scripts": str(stages_dir() / "scripts")})}),
         Stage(name="tf-mid", image="tf-mid", parent="tf-root", context=HERE / "mid",
               requirements=(f"gamma @ file:///opt/wheels/{GAMMA_WHEEL}",), host_paths={"/opt/wheels": local_wheels},
-              **{**common, "contexts": {"wheelhouse": wheelhouse, "local-wheels": local_wheels}}),
+              **{**common, "contexts": _present({"wheelhouse": wheelhouse, "local-wheels": local_wheels})}),
         Stage(name="tf-leaf", image="tf-leaf", parent="tf-mid", context=HERE / "leaf",
               requirements=("alpha<2", "-e file:///opt/delta"), host_paths={"/opt/delta": str(HERE / "leaf" / "delta")},
               **common),
