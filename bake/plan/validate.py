@@ -30,6 +30,7 @@ _SOURCE_NAME = re.compile(r"[A-Z][A-Z0-9_]*\Z")
 _COMMIT = re.compile(r"[0-9a-fA-F]{40}\Z")
 _PYTHON = re.compile(r"3\.(?:0|[1-9][0-9]?)(?:\.(?:0|[1-9][0-9]{0,2}))?\Z")
 _GLIBC = re.compile(r"2\.(?:1[7-9]|[2-9][0-9])\Z")
+_SURROGATES = "".join(map(chr, range(0xD800, 0xE000)))
 _CONTEXT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./:-]*\Z")
 # Named-context values buildx takes as they are, rather than as a local directory.
 _CONTEXT_SCHEMES = ("target:", "docker-image://", "oci-layout://", "https://", "http://", "git@", "ssh://")
@@ -139,7 +140,8 @@ def validate(stage: object, plugin: str, checked_contexts: Optional[Set[Tuple[st
     args = _check_mapping(stage, "args", fail, key_re=ARG_NAME)
     labels = _check_mapping(stage, "labels", fail, key_re=None)
     for key, value in labels.items():  # printed and pushed as image metadata: no terminal controls, no bidi
-        fault = control_fault(key, allow="") or control_fault(value, allow="")
+        # (a lone surrogate is left to the plan's check of text buildx would change, which names it)
+        fault = control_fault(key, allow=_SURROGATES) or control_fault(value, allow=_SURROGATES)
         if fault:
             raise fail("labels", f"label {printable(key)!r} holds {fault}")
     uses = _check_mapping(stage, "uses", fail, key_re=_CONTEXT_NAME)
