@@ -2,7 +2,7 @@
 backslashes, newlines, tabs, control characters, non-ASCII, very long values) into args, label
 keys and values, tags' free parts and inline Dockerfiles; every plan goes through the real
 ``docker buildx bake --print`` (0.29 and 0.13, HCL and JSON) and every value must come back
-exactly.
+exactly. Labels hold no control or bidirectional character (refused; their escapes are fed instead).
 
 A ``buildx --print`` costs about 0.1-0.3 s, so examples are not printed one by one: hypothesis
 generates ``EXAMPLES`` examples (``max_examples``) once per run, each example becomes one target
@@ -32,6 +32,7 @@ from bake.plan import policies
 from bake.plan.compose import PlanOptions
 from bake.plan.plugins import get_plugin_manager
 from bake.plan.secrets import credential_name, credential_value
+from bake.plan.text import printable
 
 EXAMPLES = 500
 DATE = datetime.date(2026, 11, 29)
@@ -57,10 +58,13 @@ long_values = st.builds(lambda piece, n: piece * n, pieces.filter(bool), st.inte
 text_values = st.one_of(pieces, pieces, pieces, pieces, pieces, pieces, pieces, pieces, long_values).map(_nfc)
 # And one value far longer than any hypothesis draws: every fragment, 300 kB.
 VERY_LONG = _nfc("".join(FRAGMENTS) * 2000)
+# Labels refuse control and bidirectional characters (a stage's labels are printed and pushed as
+# image metadata): their hostile text is the rest, with each such character written as an escape.
+label_values = text_values.map(lambda t: printable(t, keep=""))
 EXAMPLE = st.fixed_dictionaries({
     "args": st.dictionaries(st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,15}", fullmatch=True), text_values,
                             min_size=1, max_size=2),
-    "labels": st.dictionaries(text_values.filter(bool), text_values, min_size=1, max_size=2),
+    "labels": st.dictionaries(label_values.filter(bool), label_values, min_size=1, max_size=2),
     "tags": st.lists(st.from_regex(TAG, fullmatch=True), min_size=1, max_size=2, unique=True),
     "dockerfile_inline": text_values.filter(bool),
 })
@@ -121,7 +125,7 @@ def hostile(tmp_path_factory):
     their plan (one target each)."""
     examples = _collect(EXAMPLE, lambda ex: not _credential_looking(ex))
     assert len(examples) >= EXAMPLES
-    examples.append({"args": {"LONG": VERY_LONG}, "labels": {VERY_LONG[:5000]: VERY_LONG}, "tags": ["t" * 128],
+    examples.append({"args": {"LONG": VERY_LONG}, "labels": {printable(VERY_LONG[:5000], keep=""): printable(VERY_LONG, keep="")}, "tags": ["t" * 128],
                      "dockerfile_inline": VERY_LONG})
     return examples, _plan(examples, tmp_path_factory.mktemp("hostile-context"))
 
@@ -162,6 +166,8 @@ NOT_NFC = ["e\u0301", "A\u030a", "\u212b", "\u1e0b\u0323", "\u0041\u0308", "\uf9
 @SETTINGS
 def test_text_buildx_would_normalise_is_refused(tmp_path_factory, case):
     prefix, odd, suffix, where = case
+    if where.startswith("label"):  # no control characters: refused before NFC is looked at
+        prefix, suffix = printable(prefix, keep=""), printable(suffix, keep="")
     text = prefix + odd + suffix
     assume(not unicodedata.is_normalized("NFC", text))
     example = {"args": {}, "labels": {}, "tags": ["t"], "dockerfile_inline": "FROM scratch"}
