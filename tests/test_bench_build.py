@@ -29,21 +29,24 @@ def test_build_bench_runs_once_against_the_engine(engine, tmp_path):
                            "--markdown"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
-    assert ("| build | runs | A: bake-plan build s | B: buildx bake s | A/B | A − B ms | A peak MB | B peak MB "
-            "| A steps run | wheelhouse sent, max of A and B |") in out
+    assert ("| build | runs | A: bake-plan build s | P: plan s | B: buildx bake s | A/B | A − B ms | A − (P + B) ms "
+            "| A peak MB | B peak MB | A steps run | wheelhouse sent, max of A and B |") in out
     rows = {m.group(1): m for m in re.finditer(
-        rf"^\| (warm|cold) \| 1 \| ({NUMBER}) \| ({NUMBER}) \| ({NUMBER}) \| (-?\d+) \| (\d+) \| (\d+) \| ([\d, ]+) "
-        rf"\| (\d+) B \(({NUMBER})%\) \|$", out, re.M)}
+        rf"^\| (warm|cold) \| 1 \| ({NUMBER}) \| ({NUMBER}) \| ({NUMBER}) \| ({NUMBER}) \| (-?\d+) \| (-?\d+) "
+        rf"\| (\d+) \| (\d+) \| ([\d, ]+) \| (\d+) B \(({NUMBER})%\) \|$", out, re.M)}
     assert set(rows) == {"warm"}, out
     for row in rows.values():
-        assert float(row.group(2)) > 0 and float(row.group(3)) > 0
+        a, p, b = (float(row.group(i)) for i in (2, 3, 4))
+        assert a > 0 and 0 < p < a and b > 0
+        assert abs(int(row.group(7))) < (a + p + b) * 1000  # the median of each rotation's A − (P + B)
     # An unchanged rebuild: every step cached, the wheelhouse's layer not sent again.
-    assert rows["warm"].group(8) == "0"
-    assert float(rows["warm"].group(10)) < 1.0
+    assert rows["warm"].group(10) == "0"
+    assert float(rows["warm"].group(12)) < 1.0
     assert "- met: warm: an unchanged rebuild runs 0 steps (steps run: 0)" in out
     assert re.search(r"^- met: warm: re-sends < 1% of the wheelhouse", out, re.M), out
-    assert re.search(r"^- (met|\*\*missed\*\*): warm: bake-plan build ≤ 1.05 × buildx bake", out, re.M), out
-    assert "- runs: 1 warm (after one warm-up each) and 0 cold (--no-cache) of A and of B, alternating; medians" in out
+    assert re.search(r"^- (met|\*\*missed\*\*): warm: bake-plan build ≤ plan \+ buildx bake \+ 0.5 s \(A − \(P \+ B\): "
+                     r"-?\d+ ms, median of each rotation's; medians ", out, re.M), out
+    assert "- runs: 1 warm (after one warm-up each) and 0 cold (--no-cache) of A, P and B, alternating; medians" in out
     assert "- bake-plan: bake-plan " in out and "- buildx: " in out and "- load average (1 min): " in out
 
 
