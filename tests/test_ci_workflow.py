@@ -111,6 +111,31 @@ def test_each_job_needs_exactly_the_jobs_its_matrix_entry_needs(cli, tmp_path, f
     assert [e["needs"] for e in entries] == [[], [], ["mx-root/amd64"], ["mx-root/arm64"]]
 
 
+def test_each_build_job_tests_what_it_pushed_and_publish_is_gated_on_every_sitrep(cli, tmp_path):
+    jobs = yaml.safe_load(generate(cli, tmp_path, "--target", "upstream-pax"))["jobs"]
+    build = jobs["build-base-amd64"]["steps"]
+    runs = [step.get("run", "") for step in build]
+    pushed = next(i for i, run in enumerate(runs) if "bake-plan build " in run)
+    tested = next(i for i, run in enumerate(runs) if "bake-plan test " in run)
+    assert "--push" in runs[pushed] and pushed < tested
+    for flag in ('--target "$STAGE"', '--platform "$PLATFORM"', '--date "$DATE"', "--sitrep-dir sitrep"):
+        assert flag in runs[pushed] and flag in runs[tested], flag
+    upload = next(i for i, step in enumerate(build) if step.get("uses", "").startswith("actions/upload-artifact@"))
+    assert upload > tested
+    assert build[upload]["if"] == "${{ !cancelled() }}"  # a failed test's sitrep is uploaded too
+    assert build[upload]["with"] == {"name": "${{ env.SITREP }}", "path": "sitrep"}  # SITREP: per stage and arch
+    names = {job["env"]["SITREP"] for name, job in jobs.items() if name.startswith("build-")}
+    assert len(names) == len(jobs) - 2  # plan and publish aside, one artifact name per job
+
+    publish = jobs["publish"]
+    assert publish["if"] == "${{ !cancelled() && needs.plan.result == 'success' }}"
+    download = next(s for s in publish["steps"] if s.get("uses", "").startswith("actions/download-artifact@"))
+    assert download["with"] == {"pattern": "sitrep-*", "path": "sitreps"}  # one subdirectory per artifact
+    run = publish["steps"][-1]["run"]
+    assert run.startswith("bake-plan publish --target upstream-pax ")
+    assert run.endswith(" --sitrep sitreps --all-or-nothing")
+
+
 def test_the_registry_is_the_owner_in_lower_case(cli, tmp_path):
     """The plan job's step, run by bash as GitHub runs it: ``NVIDIA`` → ``ghcr.io/nvidia``."""
     plan = yaml.safe_load(generate(cli, tmp_path, "--target", "upstream-pax"))["jobs"]["plan"]

@@ -1,6 +1,7 @@
 """The written CI workflow's steps, run against the test engine: the ``run:`` steps of its jobs
 for a two-wave family (``mx-root`` → ``mx-leaf``, amd64 and arm64, arm64 under emulation), job by
-job in the order of their ``needs``, then its publish step; the registry on ``localhost:5555``
+job in the order of their ``needs`` (each builds, pushes, runs the image tests into its sitrep and
+uploads it), then its publish job, gated on every sitrep; the registry on ``localhost:5555``
 stands in for ``ghcr.io``.
 
 What GitHub's actions do between the steps is done here by hand, from what the workflow says:
@@ -47,10 +48,15 @@ def expand(value: str, env: dict, outputs: dict) -> str:
     return re.sub(r"\$\{\{(.*?)\}\}", one, value)
 
 
-def condition(expr: str, env: dict) -> bool:
-    """The ``if:`` forms the written jobs use."""
-    if expr == "always()":
+def condition(expr: str, env: dict, results: dict = None) -> bool:
+    """The ``if:`` forms the written jobs use, in a run nobody cancels; ``results``: job id →
+    ``success``/``failure`` of the jobs done."""
+    expr = re.sub(r"^\$\{\{(.*)\}\}$", r"\1", expr).strip()
+    if expr == "!cancelled()":
         return True
+    match = re.fullmatch(r"!cancelled\(\) && needs\.(\w+)\.result == '(\w+)'", expr)
+    if match:
+        return (results or {}).get(match.group(1)) == match.group(2)
     match = re.fullmatch(r"env\.(\w+) (==|!=) '([^']*)'", expr)
     assert match, f"an if: this test does not know: {expr}"
     name, op, value = match.groups()
@@ -124,7 +130,18 @@ def test_the_workflow_steps_build_each_job_on_its_parents_and_publish(cli, engin
         plan = (tmp_path / f"build-mx-leaf-{arch}" / "docker-bake.hcl").read_text(encoding="utf-8")
         assert f"docker-image://{namespace}/mx-root:mealkit-{arch}@{digest}" in plan
 
-    run_job(jobs["publish"], repo, tmp_path / "publish", artifacts, outputs, env)
+        # the job ran the stage's image tests on the image it pushed, into the sitrep it uploaded
+        for sitrep in (root, leaf):
+            assert isinstance(sitrep.get("tests"), dict) and sitrep["tests"]["results"] == [], sitrep.get("tests")
+            assert (artifacts[f"sitrep-mx-root-{arch}"] / "tests-badge.json").is_file()
+
+    publish = jobs["publish"]
+    assert condition(publish["if"], {}, {"plan": "success"})
+    assert not condition(publish["if"], {}, {"plan": "failure"})
+    assert publish["steps"][-1]["run"].endswith(" --sitrep sitreps --all-or-nothing")
+    run_job(publish, repo, tmp_path / "publish", artifacts, outputs, env)
+    # every job's sitrep, one directory per artifact, as download-artifact leaves them
+    assert sorted(p.parent.name for p in (tmp_path / "publish" / "sitreps").glob("*/sitrep.json")) == sorted(artifacts)
     for image in ("mx-root", "mx-leaf"):
         for tag in ("latest", f"nightly-{outputs['date']}", "mealkit", f"mealkit-{outputs['date']}"):
             raw = json.loads(engine.docker("buildx", "imagetools", "inspect", "--raw",
@@ -132,3 +149,5 @@ def test_the_workflow_steps_build_each_job_on_its_parents_and_publish(cli, engin
             platforms = sorted(f"{m['platform']['os']}/{m['platform']['architecture']}" for m in raw["manifests"]
                                if m.get("platform", {}).get("os") != "unknown")
             assert platforms == ["linux/amd64", "linux/arm64"], (image, tag)
+            if tag.startswith(("nightly-", "mealkit-")):  # the gate decided: every sitrep passed
+                assert raw["annotations"]["org.bake-plan.gate"] == "pass", (image, tag)

@@ -308,7 +308,7 @@ def test_every_path_and_selection_word_reads_back_from_the_workflow_yaml_and_she
         runs = _workflow_run_steps(text)
         assert shlex.split(runs[1]) == [*regenerate, "--check"]  # after "pip install ."
         assert shlex.split(runs[-1]) == ["bake-plan", "publish", "--target", target, "--registry", "$REGISTRY",
-                                         "--date", "$DATE"]
+                                         "--date", "$DATE", "--sitrep", "sitreps", "--all-or-nothing"]
         comment = text.splitlines()[2]
         assert comment.startswith("#   bake-plan matrix")  # the command's comment stayed one line
 

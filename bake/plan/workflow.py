@@ -1,5 +1,7 @@
 """A family's nightly as a complete GitHub Actions workflow: one job per published stage and
-arch, each ``needs:`` the jobs whose images it builds on, then one publish job.
+arch, each ``needs:`` the jobs whose images it builds on, builds and pushes its image, runs its
+image tests and uploads its sitrep; then one publish job, run whatever the build jobs' outcome,
+gated on every sitrep (``publish --sitrep sitreps --all-or-nothing``).
 
 GitHub Actions cannot add jobs while a run goes (a job's ``needs`` and a matrix's size are read
 from the file before anything runs), so ``bake-plan matrix --format github-workflow`` writes the
@@ -144,7 +146,8 @@ def render_workflow(entries: Sequence[dict], regenerate: Sequence[str], selectio
         ``id``, ``needs``); at least one.
     :param regenerate: the ``bake-plan matrix …`` words that write this file (the plan job adds
         ``--check``).
-    :param selection: words every ``publish`` gets besides ``--registry``/``--date``: the
+    :param selection: words every ``publish`` gets besides ``--registry``/``--date``/``--sitrep``/
+        ``--all-or-nothing``: the
         ``--target``\\ s, explicit ``--platform``\\ s, ``--not-secret``\\ s.
     :param install: the pip requirement every job installs bake-plan from, beside the
         repository's plugins (the configuration's ``install``, else
@@ -238,7 +241,8 @@ def render_workflow(entries: Sequence[dict], regenerate: Sequence[str], selectio
             "          # The stage's image tests in the image just pushed; their outcomes join the sitrep.",
             '          bake-plan test --target "$STAGE" --platform "$PLATFORM" --registry "$REGISTRY" \\',
             '            --date "$DATE" --sitrep-dir sitrep',
-            "      - if: always()",
+            "      - name: keep the sitrep, tests included, for the parents' children and publish",
+            "        if: ${{ !cancelled() }}",
             f"        uses: {ACTIONS['upload']}",
             "        with:",
             "          name: ${{ env.SITREP }}",
@@ -247,6 +251,8 @@ def render_workflow(entries: Sequence[dict], regenerate: Sequence[str], selectio
     lines += [
         "  publish:",
         f"    needs: [{', '.join(['plan', *(job_id(e['stage'], e['arch']) for e in entries)])}]",
+        "    # After every build job whatever its outcome: the sitreps' gate decides what is published.",
+        "    if: ${{ !cancelled() && needs.plan.result == 'success' }}",
         "    runs-on: ubuntu-24.04",
         "    env:",
         "      REGISTRY: ${{ needs.plan.outputs.registry }}",
@@ -255,8 +261,15 @@ def render_workflow(entries: Sequence[dict], regenerate: Sequence[str], selectio
         *_setup("      ", install),
         f"      - uses: {ACTIONS['buildx']}",
         *_login("      "),
-        "      - name: merge the per-arch images into multi-arch tags",
-        "        # Creates nothing and exits 1 if any per-arch image is missing.",
-        "        run: " + _run(["bake-plan", "publish", *selection], ' --registry "$REGISTRY" --date "$DATE"'),
+        "      - name: every job's sitrep, one directory per artifact",
+        f"        uses: {ACTIONS['download']}",
+        "        with:",
+        "          pattern: sitrep-*",
+        "          path: sitreps",
+        "      - name: merge the per-arch images into multi-arch tags, gated on the sitreps",
+        "        # Dated tags of the images built on every arch; floating tags (latest, mealkit) move only",
+        "        # if every image and its chain built and passed its tests on every arch, else none.",
+        "        run: " + _run(["bake-plan", "publish", *selection],
+                              ' --registry "$REGISTRY" --date "$DATE" --sitrep sitreps --all-or-nothing'),
     ]
     return "\n".join(lines) + "\n"
