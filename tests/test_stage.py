@@ -60,7 +60,8 @@ def test_a_named_context_that_is_a_local_path_must_exist(tmp_path):
     ({"org.example.note": "a\x1b[31mred"}, "an escape (U+001B)"),
     ({"org.example.note": "abc\u202edef"}, "a control character (U+202E)"),
     ({"org.example\x1b[2J": "v"}, "an escape (U+001B)"),
-    ({"org.example.note": "two\nlines"}, "a line feed (U+000A)"),
+    ({"org.example.note\nkey": "v"}, "a line feed (U+000A)"),
+    ({"org.example.note": "two\nlines\x85"}, "a next-line (U+0085)"),
 ])
 def test_labels_holding_control_or_bidi_characters_are_refused(tmp_path, labels, fault):
     (tmp_path / "Dockerfile").write_text("FROM scratch\n")
@@ -69,3 +70,4 @@ def test_labels_holding_control_or_bidi_characters_are_refused(tmp_path, labels,
     assert "field 'labels': label 'org.example" in str(err.value) and str(err.value).endswith(f"holds {fault}")
     assert "\x1b" not in str(err.value) and "\u202e" not in str(err.value)
     validate(Stage(name="a", context=tmp_path, labels={"org.example.note": "plain ünïcode"}), "p")
+    validate(Stage(name="a", context=tmp_path, labels={"org.example.description": "two\nlines\tand a tab"}), "p")

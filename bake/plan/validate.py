@@ -140,8 +140,9 @@ def validate(stage: object, plugin: str, checked_contexts: Optional[Set[Tuple[st
     args = _check_mapping(stage, "args", fail, key_re=ARG_NAME)
     labels = _check_mapping(stage, "labels", fail, key_re=None)
     for key, value in labels.items():  # printed and pushed as image metadata: no terminal controls, no bidi
-        # (a lone surrogate is left to the plan's check of text buildx would change, which names it)
-        fault = control_fault(key, allow=_SURROGATES) or control_fault(value, allow=_SURROGATES)
+        # (a lone surrogate is left to the plan's check of text buildx would change, which names it);
+        # a value may span lines (a description), as OCI labels do: tab, line feed, carriage return
+        fault = control_fault(key, allow=_SURROGATES) or control_fault(value, allow=_SURROGATES + "\t\n\r")
         if fault:
             raise fail("labels", f"label {printable(key)!r} holds {fault}")
     uses = _check_mapping(stage, "uses", fail, key_re=_CONTEXT_NAME)
