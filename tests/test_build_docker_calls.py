@@ -111,9 +111,11 @@ def test_the_probe_runs_docker_info_once_then_docker_version(tmp_path, monkeypat
     assert second.argv == engine.EngineProbe.LIGHT_ARGV
     facts = second.facts()
     assert facts.buildx == (0, 29, 1) and not facts.whole and facts.store is None
-    assert engine.EngineProbe(whole=True).argv == engine.EngineProbe.ARGV  # the image store is asked so
     assert (bin_dir / "calls").read_text().splitlines() == [
         "info --format {{json .}}", "version --format {{json .Server}}"]
+    whole = engine.EngineProbe(whole=True)  # the image store is asked so (the probe starts at once)
+    assert whole.argv == engine.EngineProbe.ARGV and whole.facts().whole
+    assert (bin_dir / "calls").read_text().splitlines()[2:] == ["info --format {{json .}}"]
 
     # a new buildx file (an upgrade) is asked again; a remembered one never outlives it
     plugin = Path(os.environ["DOCKER_CONFIG"]) / "cli-plugins" / "docker-buildx"
