@@ -17,6 +17,7 @@ import datetime
 import os
 import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -300,7 +301,7 @@ def test_a_stalled_pull_is_bounded_and_names_the_registry(engine):
 def test_the_bounds_are_what_the_docs_say():
     from bake.run import engine
 
-    security = (stage_dir("jax").parent.parent / "docs" / "security.md").read_text()
+    security = (Path(__file__).resolve().parent.parent / "docs" / "security.md").read_text()
     for name, value in (("TEST_LINE_BYTES", engine.TEST_LINE_BYTES), ("TEST_OUTPUT_BYTES", engine.TEST_OUTPUT_BYTES),
                         ("SUMMARY_BYTES", sitrep.SUMMARY_BYTES), ("PULL_TIMEOUT_S", engine.PULL_TIMEOUT_S),
                         ("REGISTRY_TIMEOUT_S", engine.REGISTRY_TIMEOUT_S),

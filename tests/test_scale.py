@@ -141,8 +141,8 @@ def test_the_one_pass_token_search_finds_what_the_patterns_find(parts):
 PINNED = {
     ("synthetic", "hcl"): "08b13d3e74d1b2f590f2601dbcfaac1ca530d35097f96b025a25c85c86f3643c",
     ("synthetic", "json"): "2c66e89503d839f760557fcc7845f97f14e3506e8b8db1148665569f00e6cf1b",
-    ("upstream-pax", "hcl"): "ec8dd0f2b172ffbbfb20d0290874dc1e63f6dc3d709de09de00f6a2d83dedca0",
-    ("upstream-pax", "json"): "034648cdcef64e9de0bac9f1a1409ad44b87960cc485decbcad49f8e06c31dc7",
+    ("upstream-pax", "hcl"): "b70fc3d8d885ecb7f5630884f9252379a3322bbc7d777626f4a17b8dcf9c99af",
+    ("upstream-pax", "json"): "6b50673397dc5e60cacfedaec0b6d72d5a641d0667f62434d30e63d56b78b1ef",
 }
 STAGES = "300"
 
