@@ -1,4 +1,5 @@
-"""A fault proxy on loopback in front of the test registry, for the publish tests.
+"""Faults on loopback for the registry and engine tests: a proxy in front of the test registry
+(:func:`registry_proxy`), and a server that accepts and never answers (:func:`silent_server`).
 
 Every request is forwarded to the registry as it came, unless the test's ``intercept`` answers it
 first: ``intercept(handler, body) -> bool`` sees the request (``handler.command``,
@@ -75,3 +76,35 @@ def registry_proxy(upstream: str, intercept: Callable = lambda handler, body: Fa
         server.shutdown()
         server.server_close()
         thread.join(10)
+
+
+@contextlib.contextmanager
+def silent_server(unix_path: Optional[str] = None) -> Iterator[str]:
+    """A socket that accepts every connection and never answers, while the block runs: on loopback
+    (yields ``localhost:<port>``, a registry that hangs) or at ``unix_path`` (yields the path, an
+    engine that hangs). Connections are held open until the block ends."""
+    import socket
+
+    server = socket.socket(socket.AF_UNIX) if unix_path else socket.socket()
+    server.bind(unix_path or ("127.0.0.1", 0))
+    server.listen(16)
+    held, stop = [], threading.Event()
+
+    def accept():
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])  # keep it open, answer nothing
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield unix_path or f"localhost:{server.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(5)
+        for conn in held:
+            conn.close()
+        server.close()

@@ -4,11 +4,10 @@ on loopback that accepts and then says nothing."""
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 
 import pytest
+from registry_proxy import silent_server
 
 from bake.errors import RunError
 from bake.run import engine as run_engine
@@ -18,27 +17,8 @@ pytestmark = pytest.mark.engine
 
 @pytest.fixture
 def silent_registry():
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(16)
-    held, stop = [], threading.Event()
-
-    def accept():
-        server.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                held.append(server.accept()[0])  # keep it open, answer nothing
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"localhost:{server.getsockname()[1]}"
-    stop.set()
-    thread.join(5)
-    for conn in held:
-        conn.close()
-    server.close()
+    with silent_server() as name:
+        yield name
 
 
 def test_a_registry_that_never_answers_is_named_not_waited_for(engine, silent_registry):

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from registry_proxy import silent_server
 
 from bake import ImageTest, Stage, hookimpl
 from bake.api import make_plan
@@ -265,37 +266,12 @@ def test_a_tests_2mb_line_is_cut_as_it_is_read(engine, busybox):
 def test_a_stalled_pull_is_bounded_and_names_the_registry(engine):
     from bake.run.engine import pull_image
 
-    import socket
-    import threading
-
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(16)
-    held, stop = [], threading.Event()
-
-    def accept():
-        server.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                held.append(server.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    registry = f"localhost:{server.getsockname()[1]}"
-    try:
+    with silent_server() as registry:
         started = time.monotonic()
         with pytest.raises(RunError, match=rf"^cannot pull {registry}/team/app:latest for linux/amd64: "
                                            rf"the registry {registry} did not answer within 3 s$"):
             pull_image(f"{registry}/team/app:latest", "linux/amd64", timeout_s=3)
         assert time.monotonic() - started < 30
-    finally:
-        stop.set()
-        thread.join(5)
-        for conn in held:
-            conn.close()
-        server.close()
 
 
 def test_the_bounds_are_what_the_docs_say():
@@ -320,34 +296,12 @@ def test_a_long_test_name_is_cut_in_the_summary_line_and_the_table():
 def silent_engine(tmp_path, monkeypatch):
     """``DOCKER_HOST``: a Unix socket that accepts and never answers."""
     import shutil
-    import socket
-    import threading
 
     if shutil.which("docker") is None:
         pytest.skip("no docker CLI")
-    path = tmp_path / "silent.sock"
-    server = socket.socket(socket.AF_UNIX)
-    server.bind(str(path))
-    server.listen(16)
-    held, stop = [], threading.Event()
-
-    def accept():
-        server.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                held.append(server.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    monkeypatch.setenv("DOCKER_HOST", f"unix://{path}")
-    yield
-    stop.set()
-    thread.join(5)
-    for conn in held:
-        conn.close()
-    server.close()
+    with silent_server(str(tmp_path / "silent.sock")) as path:
+        monkeypatch.setenv("DOCKER_HOST", f"unix://{path}")
+        yield
 
 
 def test_the_engines_own_calls_are_bounded_too(silent_engine, monkeypatch):
