@@ -137,8 +137,13 @@ def bake_plan_adjust_target(stage, target):
             "adjusted context": "context"}[where]
     # The line names the plugin that put the NUL there: the adjusting one, not the stage's own.
     culprit = "nul-adjust" if where == "adjusted context" else "nul"
-    assert_one_line_error(proc, f"bake-plan: error: plugin '{culprit}', stage 'odd', target 'odd",
-                          f"{path}: holds a NUL (U+0000), which nothing a build reads can carry")
+    if where.startswith("label"):  # labels are checked with the stage's fields, before any target
+        label = "org.example\\x00x" if where == "label key" else "org.example.x"
+        assert_one_line_error(proc, "bake-plan: error: plugin 'nul', stage 'odd', field 'labels': "
+                              f"label '{label}' holds a NUL (U+0000)")
+    else:
+        assert_one_line_error(proc, f"bake-plan: error: plugin '{culprit}', stage 'odd', target 'odd",
+                              f"{path}: holds a NUL (U+0000), which nothing a build reads can carry")
     assert not (tmp_path / "plan.hcl").exists()
 
 

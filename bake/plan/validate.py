@@ -144,7 +144,7 @@ def validate(stage: object, plugin: str, checked_contexts: Optional[Set[Tuple[st
         # a value may span lines (a description), as OCI labels do: tab, line feed, carriage return
         fault = control_fault(key, allow=_SURROGATES) or control_fault(value, allow=_SURROGATES + "\t\n\r")
         if fault:
-            raise fail("labels", f"label {printable(key)!r} holds {fault}")
+            raise fail("labels", f"label '{printable(key)}' holds {fault}")
     uses = _check_mapping(stage, "uses", fail, key_re=_CONTEXT_NAME)
     contexts = _check_mapping(stage, "contexts", fail, key_re=_CONTEXT_NAME)
     for name, value in contexts.items():

@@ -90,7 +90,9 @@ class Vertex:
     :param layers: it transferred image layers (statuses ``sha256:…``): a pull, or a result
         fetched from a registry cache.
     :param tail: its last output lines (stdout and stderr of a ``RUN``), blank lines left out,
-        at most :data:`TAIL_LINES`, each cut to :data:`TAIL_BYTES` characters.
+        per BuildKit stream number (1 stdout, 2 stderr): at most :data:`TAIL_LINES` each, each
+        line cut to :data:`TAIL_BYTES` characters, as ``(order, chunk, line)``: when it was kept
+        and the number of the log message that completed it.
     """
 
     digest: str
@@ -107,7 +109,9 @@ class Vertex:
     error: str = ""
     layers: bool = False
     statuses: Dict[str, dict] = field(default_factory=dict)
-    tail: Deque[str] = field(default_factory=lambda: collections.deque(maxlen=TAIL_LINES))
+    tail: Dict[int, Deque[Tuple[int, int, str]]] = field(default_factory=dict)
+    chunks: int = 0
+    kept: int = 0
     _shown: bool = field(default=False, repr=False)  # header printed
     _done: bool = field(default=False, repr=False)  # end printed
 
@@ -131,10 +135,23 @@ class Vertex:
 
     def output(self) -> List[str]:
         """Its last output lines, oldest first: at most :data:`TAIL_LINES`, together at most
-        :data:`TAIL_BYTES` bytes (the newest kept)."""
+        :data:`TAIL_BYTES` bytes (the newest kept).
+
+        Lines come in the order BuildKit delivered them, except that the lines of the last chunk
+        it delivered on stderr come last. BuildKit reads a step's stdout and stderr as two pipes,
+        each at its own pace, so their order between each other is not what the step wrote (a
+        step that prints a hundred lines and then its reason on stderr is delivered with the
+        reason in the middle); and a failing tool's reason (pip's, apt's, a shell's) is on
+        stderr, written last."""
+        last_err = max((chunk for _, chunk, _ in self.tail.get(2, ())), default=None)
+        kept = sorted((order, stream, chunk, line) for stream, lines in self.tail.items()
+                      for order, chunk, line in lines)
+        ordered = [line for _, stream, chunk, line in kept if not (stream == 2 and chunk == last_err)]
+        ordered += [line for _, stream, chunk, line in kept if stream == 2 and chunk == last_err]
+        ordered = ordered[-TAIL_LINES:]
         out: List[str] = []
         size = 0
-        for line in reversed(self.tail):
+        for line in reversed(ordered):
             size += len(line.encode("utf-8", errors="replace")) + 1
             if out and size > TAIL_BYTES:
                 break
@@ -311,18 +328,20 @@ class ProgressReader:
 
     def _log(self, event: dict) -> None:
         vertex = self._get(event.get("vertex", ""))
-        key = (vertex.digest, int(event.get("stream") or 1))
+        stream = _stream_number(event.get("stream"))
+        key = (vertex.digest, stream)
+        vertex.chunks += 1
         text = self._partial.pop(key, "") + _b64(event.get("data"))
         *lines, rest = text.split("\n")
         for line in lines:
-            _keep(vertex, line)
+            _keep(vertex, line, stream)
             self._show(vertex, line)
         if rest:
             self._partial[key] = rest
 
     def _flush_logs(self) -> None:
-        for (digest, _), rest in list(self._partial.items()):
-            _keep(self.vertices[digest], rest)
+        for (digest, stream), rest in list(self._partial.items()):
+            _keep(self.vertices[digest], rest, stream)
             self._show(self.vertices[digest], rest)
         self._partial.clear()
 
@@ -732,12 +751,14 @@ def _image_of(vertex: Vertex) -> Optional[Tuple[str, Optional[str], Optional[str
     return (pinned.group(1), platform, pinned.group(2)) if pinned else (ref, platform, None)
 
 
-def _keep(vertex: Vertex, line: str) -> None:
+def _keep(vertex: Vertex, line: str, stream: int) -> None:
     """Keep a log line of ``vertex`` for :meth:`Vertex.output` (not a blank one), cut to
-    :data:`TAIL_BYTES` bytes."""
+    :data:`TAIL_BYTES` bytes, with its stream and the number of the chunk that completed it."""
     line = line.rstrip("\r")
     if line.strip():
-        vertex.tail.append(line.encode("utf-8")[:TAIL_BYTES].decode("utf-8", errors="ignore"))
+        vertex.kept += 1
+        lines = vertex.tail.setdefault(stream, collections.deque(maxlen=TAIL_LINES))
+        lines.append((vertex.kept, vertex.chunks, line.encode("utf-8")[:TAIL_BYTES].decode("utf-8", errors="ignore")))
 
 
 def _end(vertex: Vertex) -> str:

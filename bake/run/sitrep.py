@@ -111,7 +111,7 @@ def base_images(meta: dict, tools: Sequence[str] = (), seen: Sequence[tuple] = (
                 resolve: Callable[[str], Optional[str]] = lambda ref: None) -> List[dict]:
     """The images a target's build started from, with the digest BuildKit resolved for each:
     ``[{"image": "localhost:5555/stand-in/busybox:latest", "platform": "linux/amd64",
-    "digest": "sha256:…"}]``, one per image and platform.
+    "digest": "sha256:…"}]``, one per image and platform, in the order of image and platform.
 
     First from the SLSA provenance buildx puts in its metadata file (``buildx.build.provenance``,
     or ``buildx.build.provenance/<platform>`` per platform; its ``materials`` are package URLs
@@ -147,7 +147,7 @@ def base_images(meta: dict, tools: Sequence[str] = (), seen: Sequence[tuple] = (
                 continue
             have.add((_spelling(image), one))
             out.append({"image": image, "platform": one, "digest": digest or resolve(image)})
-    return out
+    return sorted(out, key=lambda entry: (entry["image"], entry["platform"] or ""))
 
 
 def _spelling(image: str) -> str:
