@@ -540,7 +540,8 @@ def test_a_later_test_run_merges_its_results_into_the_tests_block(tmp_path):
     from bake.run.imagetest import TestReports
 
     directory = tmp_path / "sitrep"
-    reports = TestReports(directory, None)
+    summary = tmp_path / "step-summary.md"
+    reports = TestReports(directory, str(summary))
     reports.prepare()
 
     def result(stage, test, outcome, platform="linux/amd64"):
@@ -561,6 +562,9 @@ def test_a_later_test_run_merges_its_results_into_the_tests_block(tmp_path):
     assert (tests["passed"], tests["failed"], tests["total"], tests["outcome"]) == (2, 1, 3, "fail")
     assert [i["target"] for i in tests["installed"]] == ["leaf", "root"]
     assert json.loads((directory / "tests-badge.json").read_text())["message"] == "2/3 passed"
+    # each run appended its own section to the one step summary: no row twice
+    rows = [line for line in summary.read_text().splitlines() if line.startswith("| `")]
+    assert [row.split("|")[1].strip() for row in rows] == ["`leaf`", "`leaf`", "`root`"], rows
     # leaf's arm64 run again, now passing: only that pair is replaced
     again = sitrep.make_tests("leaf tests", [result("leaf", "a", "pass", "linux/arm64")])
     tests = reports.write(again, ran=[("leaf", "linux/arm64")], requested=["leaf"])["tests"]

@@ -260,7 +260,9 @@ class TestReports:
         report. The ``tests`` block of an earlier ``test`` run in this sitrep (after the same
         build) is merged, not replaced: its results and installed distributions for the
         ``(target, platform)`` pairs of ``ran`` (default: those of ``tests``' results) give way to
-        this run's, the rest are kept, and the summary, counts and badge are of them all.
+        this run's, the rest are kept, and the summary, counts and badge are of them all. The
+        section appended to ``$GITHUB_STEP_SUMMARY`` is this run's alone (an earlier run appended
+        its own).
 
         :param requested: the stages this run was asked to test (the badge label names them after
             the kept results' stages).
@@ -274,6 +276,7 @@ class TestReports:
             except (OSError, DocumentError):
                 report = None
         earlier = report.get("tests") if isinstance(report, dict) else None
+        this_run = tests  # the step summary gets this run's section only: an earlier one is there already
         if isinstance(earlier, dict) and isinstance(earlier.get("results"), list):
             tests = merged_tests(earlier, tests, ran, requested)
         if not (isinstance(report, dict) and isinstance(report.get("targets"), dict) and report["targets"]):
@@ -292,7 +295,8 @@ class TestReports:
                     # GitHub drops a step summary over 1 MiB whole: what is appended fits beside what is there
                     room = sitrep.SUMMARY_BYTES - _size_of(self.step_summary)
                     with open(self.step_summary, "a", encoding="utf-8") as handle:
-                        handle.write(sitrep.tests_markdown(report["tests"], max(room, 0)))
+                        handle.write(sitrep.tests_markdown(sitrep.redacted({"tests": this_run})["tests"],
+                                                           max(room, 0)))
                 except OSError as err:
                     raise OutputError(f"cannot append to $GITHUB_STEP_SUMMARY {self.step_summary}: "
                                       f"{err.strerror or err}") from None
