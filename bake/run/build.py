@@ -266,6 +266,8 @@ def run_build(
         resolve = _asked_at_once(lambda lookup: report_with(lambda ref: {}, lookup), _base_digest, unknown=None)
         report = report_with(_asked_at_once(lambda lookup: report_with(lookup, resolve), engine.pushed_sizes)
                              if push else lambda ref: {}, resolve)
+        if push and not no_cache and not interrupted:  # a nightly: did the registry cache do its work?
+            sitrep.add_cache_warnings(report, expected_inputs(composition.plan, report))
     except KeyboardInterrupt:  # stopped while asking the registry: report without its answers
         interrupted = True
         report = report_with(lambda ref: {})
@@ -334,6 +336,45 @@ def _asked_at_once(report, fetch, unknown: Any = _NO_SIZES):
     return lambda ref: answers.get(ref, unknown)
 
 
+RECORD_TIMEOUT_S = 30.0
+"""How long the registry may take to give one target's newest nightly record (:func:`expected_inputs`), in seconds."""
+
+
+def expected_inputs(plan: dict, report: dict, read=None) -> dict:
+    """The input digest each target that ran steps had in its previous nightly: its newest record
+    (``record-<target>-latest-<arch>``, :func:`bake.run.record.read_latest`'s refs), asked only for
+    the tagged one-platform targets whose ``steps_run`` is above 0 (a target that ran nothing
+    needs no question), :data:`SIZE_QUERIES` at a time.
+
+    :param read: ``read(ref)`` → the record or ``None``; default
+        :func:`bake.run.record.read_record` bounded by :data:`RECORD_TIMEOUT_S`. A record that is
+        missing, unreadable or not answered in time gives no expectation (no warning).
+    :returns: target → ``(input digest, "nightly-<date>")`` for :func:`bake.run.sitrep.add_cache_warnings`.
+    """
+    from bake.errors import RecordError
+    from bake.plan import records
+    from bake.run.record import read_record
+
+    def fetch(ref: str) -> Optional[dict]:
+        try:
+            if read is not None:
+                return read(ref)
+            return read_record(ref, lambda r: engine.index_annotations(r, RECORD_TIMEOUT_S))
+        except (RecordError, engine.EngineError, RunError, UsageError):
+            return None
+
+    ran = {name for name, t in report["targets"].items() if t.get("steps_run") and not t.get("unchanged_since")}
+    refs = {target: ref for target, _, ref in records.latest_refs(plan)
+            if target in ran and len(plan["target"][target].get("platforms") or []) == 1}
+    lookup = _asked_at_once(lambda ask: [ask(ref) for ref in refs.values()], fetch, unknown=None)
+    out = {}
+    for target, ref in refs.items():
+        found = lookup(ref)
+        if isinstance(found, dict) and found.get("input_digest"):
+            out[target] = (found["input_digest"], records.built_in(found))
+    return out
+
+
 BASE_DIGEST_TIMEOUT_S = 30.0
 """How long the registry may take to give one base image's digest (:func:`_base_digest`), in seconds."""
 
@@ -377,4 +418,4 @@ def _sitrep(composition: Composition, label: str, run: engine.BakeRun, known: Se
                               error=run.error, steps=run.steps, failed_steps=run.failed_steps, exported=run.exported,
                               known=known, sizes=sizes, transfers=run.transfers, failures=run.failures,
                               images=base_images_seen(composition.plan, run.images), resolve=resolve,
-                              unchanged=composition.unchanged)
+                              unchanged=composition.unchanged, caches=run.caches)

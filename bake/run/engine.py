@@ -104,6 +104,8 @@ class BakeRun:
         (:meth:`bake.run.progress.ProgressReader.failures`).
     :param images: per target, the images its build started from as BuildKit named them
         (:meth:`bake.run.progress.ProgressReader.images`).
+    :param caches: per target, whether its registry cache was read and written
+        (:meth:`bake.run.progress.ProgressReader.caches`).
     """
 
     returncode: int
@@ -118,6 +120,7 @@ class BakeRun:
     transfers: Dict[str, int] = field(default_factory=dict)
     failures: Dict[str, List[dict]] = field(default_factory=dict)
     images: Dict[str, List[tuple]] = field(default_factory=dict)
+    caches: Dict[str, Dict[str, Optional[bool]]] = field(default_factory=dict)
 
 
 BAKE_ENV_DROPPED = ("BUILDX_METADATA_PROVENANCE",)
@@ -356,7 +359,8 @@ def bake(
     return BakeRun(returncode=returncode, failed=progress.failed(), metadata=metadata, error=progress.last_error,
                    steps=progress.steps(), failed_steps=progress.failed_steps(), exported=progress.exported(),
                    durations=progress.durations(since, until), interrupted=interrupted,
-                   transfers=progress.transfers(), failures=progress.failures(), images=progress.images())
+                   transfers=progress.transfers(), failures=progress.failures(), images=progress.images(),
+                   caches=progress.caches())
 
 
 def print_plan(plan_file: Path, targets: Sequence[str]) -> dict:

@@ -56,6 +56,8 @@ _BUILDX_OWN = re.compile(r"(?:\[[^\]]*\] )?(?:\[internal\] load (?:local|remote)
                          r"|resolving provenance for metadata file)")
 # Vertices whose errors do not fail a build: a registry cache that does not exist yet.
 _HARMLESS = "importing cache manifest from "
+# A cache export (``cache-to``): "exporting cache to registry", "… to client directory".
+_CACHE_EXPORT = "exporting cache to "
 _CANCELED = "context canceled"
 # An image a build starts from: "[<target> <platform> internal] load metadata for REF" (a FROM,
 # or a docker-image:// named context); a named context's own "[<target> context NAME] REF".
@@ -425,6 +427,36 @@ class ProgressReader:
                 continue
             seen = out.setdefault(target, {"cached": 0, "run": 0})
             seen["cached" if vertex.was_cached else "run"] += 1
+        return out
+
+    def caches(self) -> Dict[str, Dict[str, Optional[bool]]]:
+        """``{target: {"read": …, "written": …}}``: what the builds said of their registry caches,
+        under every target whose build reported the vertex (:attr:`Vertex.labels`).
+
+        ``read``: ``True`` when one of its ``importing cache manifest from REF`` vertices finished
+        without an error (a ``cache-from`` ref was there and read), ``False`` when each of them
+        failed (not found, refused); ``written``: ``True`` when every ``exporting cache to …``
+        vertex (a ``cache-to``) finished without an error, ``False`` when one failed (with
+        ``ignore-error=true`` the build goes on). A target whose build showed no such vertex
+        (no ``cache-from``/``cache-to``, not built, interrupted before) is left out of that key's
+        answer: ``None``."""
+        out: Dict[str, Dict[str, Optional[bool]]] = {}
+        for vertex in self.vertices.values():
+            if _HARMLESS in vertex.name:
+                key, ok = "read", not vertex.error
+                if not vertex.error and vertex.completed is None:
+                    continue  # not finished: says nothing yet
+                merge = any
+            elif _CACHE_EXPORT in vertex.name:
+                key, ok = "written", not vertex.error
+                if not vertex.error and vertex.completed is None:
+                    continue
+                merge = all
+            else:
+                continue
+            for target in vertex.labels:
+                seen = out.setdefault(target, {"read": None, "written": None})
+                seen[key] = ok if seen[key] is None else merge((seen[key], ok))
         return out
 
     def transfers(self) -> Dict[str, int]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 import urllib.parse
-from typing import Callable, Dict, List, Optional, Sequence, Set
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from bake.plan import dockerfile
 from bake.plan.compose import sbom_generators
@@ -183,6 +183,7 @@ def make_sitrep(
     images: Optional[Dict[str, List[tuple]]] = None,
     resolve: Callable[[str], Optional[str]] = lambda ref: None,
     unchanged: Optional[Dict[str, dict]] = None,
+    caches: Optional[Dict[str, Dict[str, Optional[bool]]]] = None,
 ) -> dict:
     """Build the sitrep of one bake run.
 
@@ -211,6 +212,9 @@ def make_sitrep(
         (:meth:`bake.run.progress.ProgressReader.images`), for :func:`base_images`.
     :param resolve: an image reference → its registry's digest now, or ``None``: for an image
         whose digest neither the metadata nor the progress gave (:func:`base_images`).
+    :param caches: per target, ``{"read": bool or None, "written": bool or None}`` of its registry
+        cache (:meth:`bake.run.progress.ProgressReader.caches`) → ``cache_read``, ``cache_written``;
+        ``cache_warning`` is ``None`` until :func:`add_cache_warnings`.
     :returns: the ``sitrep.json`` content; ``outcome`` is ``fail`` when buildx failed or any
         target did not build. A target ``fail``s when it, or a target it builds on, failed; a
         target buildx cancelled because another one failed is ``not built``. ``error`` is
@@ -240,6 +244,9 @@ def make_sitrep(
             "steps_run": None,
             "context_bytes": None if transfers is None else transfers.get(name, 0),
             "failed_steps": list((failures or {}).get(name, ())),
+            "cache_read": ((caches or {}).get(name) or {}).get("read"),
+            "cache_written": ((caches or {}).get(name) or {}).get("written"),
+            "cache_warning": None,
         }
         entry["size_bytes"] = _sizes(target, entry, sizes)
         if name in durations and entry["outcome"] != NOT_BUILT:  # steps buildx cancelled are no build time
@@ -271,7 +278,34 @@ def make_sitrep(
         if error:
             summary += f" ({clipped(error, 200)})"
     return {"summary": summary, "badge_label": label, "outcome": outcome,
-            "error": error if outcome == FAIL else None, "targets": targets}
+            "error": error if outcome == FAIL else None, "targets": targets, "warnings": []}
+
+
+def add_cache_warnings(report: dict, expected: Dict[str, Tuple[str, str]]) -> List[str]:
+    """Warn of each target that was expected to come from the cache but ran steps: its input
+    digest equals ``expected[target][0]`` (the input digest of its previous nightly, read from its
+    newest record), yet ``steps_run`` is above 0. Sets the target's ``cache_warning`` and adds the
+    line to the report's ``warnings`` (each shown on the console and in the Markdown summary).
+
+    :param report: a sitrep (:func:`make_sitrep`), changed in place.
+    :param expected: target → ``(input digest, since)``: ``since`` names where that digest was
+        found (``nightly-2026-11-29``).
+    :returns: the warnings added, one line each:
+        ``cache not working for T: input unchanged since nightly-DATE (sha256:…) but N steps ran``.
+    """
+    added = []
+    for name, entry in report["targets"].items():
+        digest, since = expected.get(name, (None, ""))
+        ran = entry.get("steps_run")
+        if not digest or digest != entry.get("input_digest") or not ran or entry.get("unchanged_since"):
+            continue
+        how = {True: "it was read", False: "it could not be read", None: "no cache import was shown"}
+        line = (f"cache not working for {name}: input unchanged since {since} ({digest[:19]}…) but "
+                f"{counted(ran, 'step')} ran (registry cache: {how[entry.get('cache_read')]})")
+        entry["cache_warning"] = line
+        added.append(line)
+    report.setdefault("warnings", []).extend(added)
+    return added
 
 
 def _since(unchanged: Dict[str, dict]) -> str:
@@ -308,19 +342,29 @@ def markdown(sitrep: dict) -> str:
     (:func:`tests_markdown`) when the sitrep has them."""
     icon = {PASS: "✅", INTERRUPTED: "⏹️"}.get(sitrep["outcome"], "❌")
     lines: List[str] = [f"## {icon} {markdown_text(sitrep['summary'])}", ""]
+    lines += [f"> ⚠️ **warning**: {markdown_text(w)}" for w in sitrep.get("warnings") or ()]
+    if sitrep.get("warnings"):
+        lines.append("")
     if sitrep["targets"] or "tests" not in sitrep:
-        lines += ["| target | outcome | digest | seconds | steps cached | steps run | context sent | tags |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += ["| target | outcome | digest | seconds | steps cached | steps run | registry cache | context sent "
+                  "| tags |", "|---|---|---|---|---|---|---|---|---|"]
     for name, t in sitrep["targets"].items():
         digest = (t["digest"] or "")[:19]
         cells = [f"`{name}`", t["outcome"], f"`{digest}`" if digest else "",
-                 _num(t["duration_s"]), _num(t["steps_cached"]), _num(t["steps_run"]),
+                 _num(t["duration_s"]), _num(t["steps_cached"]), _num(t["steps_run"]), _cache_cell(t),
                  _bytes(t.get("context_bytes")), "<br>".join(f"`{tag}`" for tag in t["tags"])]
         lines.append("| " + " | ".join(cells) + " |")
     lines += failed_steps_markdown(sitrep["targets"])
     text = "\n".join(lines) + "\n"
     return text + "\n" + tests_markdown(sitrep["tests"], SUMMARY_BYTES - len(text.encode("utf-8", "replace")) - 1) \
         if "tests" in sitrep else text
+
+
+def _cache_cell(target: dict) -> str:
+    """``read, written`` / ``not read`` / …: what the build said of the target's registry cache."""
+    words = [{True: "read", False: "not read"}.get(target.get("cache_read"), ""),
+             {True: "written", False: "not written"}.get(target.get("cache_written"), "")]
+    return ", ".join(w for w in words if w)
 
 
 def _num(value) -> str:
