@@ -160,7 +160,7 @@ def test_each_directory_is_walked_once_per_plan(tmp_path, monkeypatch):
 
     walks = []
     real = inputs._tree
-    monkeypatch.setattr(inputs, "_tree", lambda root: walks.append(root) or real(root))
+    monkeypatch.setattr(inputs, "_tree", lambda root, matcher=None: walks.append(root) or real(root, matcher))
     (tmp_path / "f").write_text("x")
     targets = {f"t{i}": {"context": str(tmp_path), "args": {"I": str(i)}} for i in range(50)}
     hasher = Hasher()

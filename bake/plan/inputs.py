@@ -7,9 +7,9 @@ name. What goes in, per target (docs/nightly-record.md):
   ``target``, ``platforms``, ``dockerfile-inline``, a plugin's own attributes…);
 - the build ``context`` and every named context that is a local directory: each file under it,
   walked in sorted order, as its relative path, its mode and the sha256 of its content (a
-  symbolic link as the text it points to, a directory as its path and mode). ``.dockerignore``
-  is not read: a file it leaves out still counts, so a change there can only make a target
-  look changed, never unchanged;
+  symbolic link as the text it points to, a directory as its path and mode), less what its
+  ignore file leaves out of the build (:mod:`bake.plan.dockerignore`: ``<Dockerfile>.dockerignore``
+  or the context's ``.dockerignore``; a named context's own ``.dockerignore``);
 - the Dockerfile's own text (``dockerfile`` under the context, or an absolute path);
 - the args, without ``SOURCE_DATE_EPOCH`` (the date) and ``CACHE_SILO`` (a cache key): so the
   base image reference (``BASE_IMAGE``), the source commits and patches (``URLREF_*``,
@@ -31,6 +31,8 @@ import json
 import os
 import stat
 from typing import Dict, Mapping, Optional, Tuple
+
+from bake.plan.dockerignore import PatternMatcher, ignore_file, matcher_for
 
 INPUT_DIGEST_LABEL = "io.bake-plan.input-digest"
 """The label every target of a plan carries: ``sha256:<64 hex>``, its input digest."""
@@ -78,26 +80,41 @@ class Hasher:
     """Digests of local directories, each walked once per :class:`Hasher` (one plan)."""
 
     def __init__(self) -> None:
-        self._trees: Dict[str, Optional[str]] = {}
+        self._trees: Dict[Tuple[str, Optional[str]], Optional[str]] = {}
         self._dockerfiles: Dict[Tuple[str, str], Optional[str]] = {}
 
-    def tree(self, directory: str) -> Optional[str]:
-        """``sha256:<hex>`` of a directory's tree (paths, modes, contents; symbolic links as
-        their text, not followed), or ``None`` when ``directory`` is not a local directory
-        (a URL, a missing path)."""
-        if directory not in self._trees:
-            self._trees[directory] = _tree(directory) if os.path.isdir(directory) else None
-        return self._trees[directory]
+    def tree(self, directory: str, dockerfile: Optional[str] = None) -> Optional[str]:
+        """``sha256:<hex>`` of the part of a directory's tree a build of it sends (paths, modes,
+        contents; symbolic links as their text, not followed; what its ignore file leaves out,
+        left out: :func:`bake.plan.dockerignore.ignore_file` of ``directory`` and
+        ``dockerfile``), or ``None`` when ``directory`` is not a local directory (a URL, a
+        missing path). An ignore file with a pattern BuildKit refuses leaves nothing out (the
+        build fails on it anyway)."""
+        if not os.path.isdir(directory):
+            return None
+        ignore = ignore_file(directory, dockerfile)
+        key = (directory, ignore)
+        if key not in self._trees:
+            try:
+                matcher = matcher_for(ignore)
+            except ValueError:
+                matcher = None
+            self._trees[key] = _tree(directory, matcher)
+        return self._trees[key]
 
 
-def _tree(root: str) -> str:
+def _tree(root: str, matcher: Optional[PatternMatcher] = None) -> str:
     h = hashlib.sha256()
     for top, dirs, files in os.walk(root, followlinks=False):
-        dirs.sort()
         rel_top = os.path.relpath(top, root).replace(os.sep, "/")
+        if matcher is not None and not matcher.exclusions:  # a directory left out: nothing under it is sent
+            dirs[:] = [d for d in dirs if not matcher.excluded(d if rel_top == "." else f"{rel_top}/{d}")]
+        dirs.sort()
         for name in sorted(dirs + files):
             path = os.path.join(top, name)
             rel = name if rel_top == "." else f"{rel_top}/{name}"
+            if matcher is not None and matcher.excluded(rel):
+                continue  # a directory left out is still walked when a "!" pattern may put back what is under it
             try:
                 st = os.lstat(path)
             except OSError:
@@ -149,7 +166,7 @@ def _inputs(target: dict, digest_of, hasher: Hasher) -> dict:
         elif attr == "labels":
             value = {k: v for k, v in value.items() if k not in NOT_INPUT_LABELS}
         elif attr == "context":
-            value = {"text": value, "tree": hasher.tree(str(value))}
+            value = {"text": value, "tree": hasher.tree(str(value), str(target.get("dockerfile") or "Dockerfile"))}
             if value["tree"] is not None:
                 value["text"] = None  # where the directory is does not decide the image
         elif attr == "contexts":

@@ -1,0 +1,208 @@
+"""The context's ignore file (bake/plan/dockerignore.py), read as BuildKit reads it: moby's
+pattern tables, the file's own syntax, and the input digest counting only the files a build sees
+(and, on the engine, the same files BuildKit sends)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from bake.plan.dockerignore import PatternMatcher, ignore_file, read_patterns
+from bake.plan.inputs import Hasher, input_digests
+
+# (pattern, path, left out) — the matching table of moby's patternmatcher, parents included
+ONE_PATTERN = [
+    ("**", "file", True), ("**", "file/", True), ("**/", "file", True), ("**/", "file/", True),
+    ("**", "/", True), ("**/", "/", True), ("**", "dir/file", True), ("**/", "dir/file", True),
+    ("**", "dir/file/", True), ("**/", "dir/file/", True), ("**/**", "dir/file", True),
+    ("**/**", "dir/file/", True), ("dir/**", "dir/file", True), ("dir/**", "dir/file/", True),
+    ("dir/**", "dir/dir2/file", True), ("dir/**", "dir/dir2/file/", True), ("**/dir", "dir", True),
+    ("**/dir", "dir/file", True), ("**/dir2/*", "dir/dir2/file", True), ("**/dir2/*", "dir/dir2/file/", True),
+    ("**/dir2/**", "dir/dir2/dir3/file", True), ("**/dir2/**", "dir/dir2/dir3/file/", True),
+    ("**file", "file", True), ("**file", "dir/file", True), ("**/file", "dir/file", True),
+    ("**file", "dir/dir/file", True), ("**/file", "dir/dir/file", True), ("**/file*", "dir/dir/file", True),
+    ("**/file*", "dir/dir/file.txt", True), ("**/file*txt", "dir/dir/file.txt", True),
+    ("**/file*.txt", "dir/dir/file.txt", True), ("**/file*.txt*", "dir/dir/file.txt", True),
+    ("**/**/*.txt", "dir/dir/file.txt", True), ("**/**/*.txt2", "dir/dir/file.txt", False),
+    ("**/*.txt", "file.txt", True), ("**/**/*.txt", "file.txt", True), ("a**/*.txt", "a/file.txt", True),
+    ("a**/*.txt", "a/dir/file.txt", True), ("a**/*.txt", "a/dir/dir/file.txt", True),
+    ("a/*.txt", "a/dir/file.txt", False), ("a/*.txt", "a/file.txt", True), ("a/*.txt**", "a/file.txt", True),
+    ("a[b-d]e", "ae", False), ("a[b-d]e", "ace", True), ("a[b-d]e", "aae", False), ("a[^b-d]e", "aze", True),
+    (".*", ".foo", True), (".*", "foo", False), ("abc.def", "abcdef", False), ("abc.def", "abc.def", True),
+    ("abc.def", "abcZdef", False), ("abc?def", "abcZdef", True), ("abc?def", "abcdef", False),
+    ("**/foo/bar", "foo/bar", True), ("**/foo/bar", "dir/foo/bar", True), ("**/foo/bar", "dir/dir2/foo/bar", True),
+    ("abc/**", "abc", False), ("abc/**", "abc/def", True), ("abc/**", "abc/def/ghi", True),
+    ("**/.foo", ".foo", True), ("**/.foo", "bar.foo", False), ("a(b)c/def", "a(b)c/def", True),
+    ("a(b)c/def", "a(b)c/xyz", False), ("a.|)$(}+{bc", "a.|)$(}+{bc", True),
+    ("dist/*.whl", "dist/proxy.py-2.4.0rc3.dev36+g08acad9-py3-none-any.whl", True),
+    ("a\\\\", "a\\", True), ("a\\*b", "a*b", True), ("a\\*b", "ab", False),
+    # Go's filepath.Match table, as BuildKit sees it
+    ("*", "abc", True), ("*c", "abc", True), ("a*", "a", True), ("a*", "ab/c", True), ("a*/b", "abc/b", True),
+    ("a*/b", "a/c/b", False), ("a*b*c*d*e*/f", "axbxcxdxe/f", True), ("a*b*c*d*e*/f", "axbxcxdxe/xxx/f", False),
+    ("a*b?c*x", "abxbbxdbxebxczzx", True), ("a*b?c*x", "abxbbxdbxebxczzy", False), ("ab[^c]", "abc", False),
+    ("ab[^e-g]", "abc", True), ("a?b", "a☺b", True), ("a???b", "a☺b", False), ("[a-ζ]*", "α", True),
+    ("*[a-ζ]", "A", False), ("a?b", "a/b", False), ("a*b", "a/b", False), ("[\\]a]", "]", True),
+    ("[x\\-]", "-", True), ("[x\\-]", "z", False), ("*x", "xxx", True),
+    # a pattern matches a parent directory: everything under it is left out
+    ("docs", "docs/README.md", True), ("docs/", "docs/a/b", True), ("/docs", "docs/a", True), ("doc", "docs/a", False),
+]
+
+# (patterns, path, left out): later patterns decide, "!" puts back
+PATTERNS = [
+    (["**", "!util/docker/web"], "util/docker/web/foo", False),
+    (["**", "!util/docker/web", "util/docker/web/foo"], "util/docker/web/foo", True),
+    (["**", "!dist/*.whl"], "dist/proxy.py-2.4.0rc3.dev36+g08acad9-py3-none-any.whl", False),
+    (["!fileutils.go", "*.go"], "fileutils.go", True),
+    (["*.go", "!fileutils.go"], "fileutils.go", False),
+    (["docs", "!docs/README.md"], "docs/README.md", False),
+    (["docs/*", "!docs/README.md"], "docs/README.md", False),
+    (["docs/*", "!docs/README.md"], "docs/other.md", True),
+    (["*.md", "!README*.md", "README-secret.md"], "README-secret.md", True),
+    (["*.md", "!README*.md", "README-secret.md"], "README-public.md", False),
+]
+
+BAD = ["!", "[", "[^", "[^bc", "a[", "[]a]", "[-]", "[x-]", "[-x]", "\\", "[a-b-c]"]
+
+
+@pytest.mark.parametrize("pattern, path, left_out", ONE_PATTERN)
+def test_one_pattern_as_buildkit_matches_it(pattern, path, left_out):
+    assert PatternMatcher(read_patterns(pattern)).excluded(path) is left_out
+
+
+@pytest.mark.parametrize("patterns, path, left_out", PATTERNS)
+def test_the_last_matching_pattern_decides(patterns, path, left_out):
+    assert PatternMatcher(patterns).excluded(path) is left_out
+
+
+@pytest.mark.parametrize("pattern", BAD)
+def test_a_pattern_buildkit_refuses_is_refused(pattern):
+    with pytest.raises(ValueError):
+        PatternMatcher([pattern])
+
+
+def test_the_file_syntax_comments_blank_lines_bom_and_leading_slash():
+    text = "\ufeff# a comment\n\n  /build/  \n !  /keep/this \na #not a comment\n\t\n# !x\n/\n./x/../y\n"
+    assert read_patterns(text) == ["build", "!keep/this", "a #not a comment", "/", "y"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "c.txt", "d"]), min_size=1, max_size=4),
+       st.sampled_from(["", "**/", "/"]))
+def test_a_literal_path_leaves_out_itself_and_what_is_under_it(parts, prefix):
+    path = "/".join(parts)
+    matcher = PatternMatcher(read_patterns(prefix + path))
+    assert matcher.excluded(path) and matcher.excluded(path + "/under/it")
+    assert not matcher.excluded(path + "x") and not PatternMatcher(["!" + path]).excluded(path)
+
+
+def test_which_ignore_file_a_build_reads(tmp_path):
+    ctx = tmp_path / "ctx"
+    (ctx / "sub").mkdir(parents=True)
+    assert ignore_file(str(ctx), "Dockerfile") is None
+    (ctx / ".dockerignore").write_text("x\n")
+    assert ignore_file(str(ctx), "Dockerfile") == str(ctx / ".dockerignore")
+    (ctx / "sub" / "app.Dockerfile.dockerignore").write_text("y\n")
+    assert ignore_file(str(ctx), "sub/app.Dockerfile") == str(ctx / "sub" / "app.Dockerfile.dockerignore")
+    assert ignore_file(str(ctx), "Dockerfile") == str(ctx / ".dockerignore")
+    outside = tmp_path / "elsewhere.Dockerfile"
+    (tmp_path / "elsewhere.Dockerfile.dockerignore").write_text("z\n")
+    assert ignore_file(str(ctx), str(outside)) == str(tmp_path / "elsewhere.Dockerfile.dockerignore")
+
+
+def _context(tmp_path, ignore: str):
+    ctx = tmp_path / "ctx"
+    for rel in ("Dockerfile", "app.py", "notes.md", "README.md", "build/out.o", "build/keep.txt", "logs/a/b.log",
+                "src/x.pyc", "src/y.py"):
+        (ctx / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ctx / rel).write_text(f"{rel}\n")
+    (ctx / ".dockerignore").write_text(ignore)
+    return ctx
+
+
+IGNORE = "# not sent\n*.md\n!README.md\nbuild\n!build/keep.txt\nlogs/\n**/*.pyc\n"
+SENT = {".dockerignore", "Dockerfile", "app.py", "README.md", "build/keep.txt", "src/y.py"}
+LEFT_OUT = {"notes.md", "build/out.o", "logs/a/b.log", "src/x.pyc"}
+
+
+def _digest(ctx) -> str:
+    return input_digests({"t": {"context": str(ctx), "dockerfile": "Dockerfile"}}, Hasher())["t"]
+
+
+def test_a_file_left_out_does_not_change_the_digest_and_one_sent_does(tmp_path):
+    ctx = _context(tmp_path, IGNORE)
+    before = _digest(ctx)
+    for rel in sorted(LEFT_OUT):
+        (ctx / rel).write_text("changed\n")
+    (ctx / "logs" / "new.log").write_text("new\n")
+    assert _digest(ctx) == before
+    for rel in sorted(SENT - {".dockerignore"}):
+        (ctx / rel).write_text(f"{rel} changed\n")
+        assert _digest(ctx) != before, rel
+        (ctx / rel).write_text(f"{rel}\n")
+    assert _digest(ctx) == before
+    (ctx / "src" / "new.py").write_text("new\n")  # a new file that is sent
+    assert _digest(ctx) != before
+
+
+def test_the_dockerfile_specific_ignore_file_wins(tmp_path):
+    ctx = _context(tmp_path, IGNORE)
+    (ctx / "Dockerfile.dockerignore").write_text("app.py\n")
+    before = _digest(ctx)
+    (ctx / "notes.md").write_text("changed\n")  # only .dockerignore leaves it out: now it is sent
+    assert _digest(ctx) != before
+    before = _digest(ctx)
+    (ctx / "app.py").write_text("changed\n")
+    assert _digest(ctx) == before
+
+
+def test_a_named_context_reads_its_own_ignore_file(tmp_path):
+    ctx = _context(tmp_path, IGNORE)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / ".dockerignore").write_text("cache\n")
+    (other / "cache").write_text("1\n")
+    (other / "kept").write_text("1\n")
+    targets = lambda: {"t": {"context": str(ctx), "contexts": {"extra": str(other)}}}  # noqa: E731
+    before = input_digests(targets(), Hasher())["t"]
+    (other / "cache").write_text("2\n")
+    assert input_digests(targets(), Hasher())["t"] == before
+    (other / "kept").write_text("2\n")
+    assert input_digests(targets(), Hasher())["t"] != before
+
+
+def test_an_ignore_file_buildkit_refuses_leaves_nothing_out(tmp_path):
+    ctx = _context(tmp_path, "[\n")
+    before = _digest(ctx)
+    (ctx / "notes.md").write_text("changed\n")
+    assert _digest(ctx) != before
+
+
+def _sent_by_buildkit(engine, ctx, out) -> set:
+    (ctx / "Dockerfile").write_text("FROM scratch\nCOPY . /\n")
+    engine.docker("buildx", "build", "--output", f"type=local,dest={out}", str(ctx), timeout=300)
+    return {os.path.relpath(os.path.join(top, f), out).replace(os.sep, "/")
+            for top, _, files in os.walk(out) for f in files}
+
+
+def test_buildkit_sends_exactly_the_files_the_digest_counts(engine, tmp_path):
+    ctx = _context(tmp_path, IGNORE)
+    assert _sent_by_buildkit(engine, ctx, tmp_path / "out") == SENT
+    (ctx / "Dockerfile.dockerignore").write_text("app.py\n**/*.pyc\n")
+    assert _sent_by_buildkit(engine, ctx, tmp_path / "out2") == (
+        SENT | LEFT_OUT | {"Dockerfile.dockerignore"}) - {"app.py", "src/x.pyc"}
+
+
+def test_buildkit_reads_a_named_context_s_own_ignore_file(engine, tmp_path):
+    ctx, other, out = tmp_path / "ctx", tmp_path / "other", tmp_path / "out"
+    ctx.mkdir()
+    other.mkdir()
+    (ctx / "Dockerfile").write_text("FROM scratch\nCOPY --from=extra . /extra\n")
+    (other / ".dockerignore").write_text("cache\n")
+    (other / "cache").write_text("1\n")
+    (other / "kept").write_text("1\n")
+    engine.docker("buildx", "build", "--build-context", f"extra={other}", "--output", f"type=local,dest={out}",
+                  str(ctx), timeout=300)
+    assert sorted(p.name for p in (out / "extra").iterdir()) == [".dockerignore", "kept"]
