@@ -241,13 +241,17 @@ def _skip_unchanged(settings: Settings, composition: Composition) -> bool:
     """``build --skip-unchanged``: take out of the plan each target whose input digest equals its
     newest nightly record's (:func:`bake.plan.records.unchanged_targets`), say so, one line each,
     and move its tags onto the recorded image (``imagetools create``; printed only under
-    ``--dry-run``). :returns: whether nothing is left to build.
+    ``--dry-run``). First the digests of the base images named by tag are asked of their
+    registries and counted in the input digests (:func:`bake.run.build.resolve_base_digests`);
+    one that does not answer is said, and its targets count as changed. :returns: whether
+    nothing is left to build.
 
     :raises bake.errors.UsageError: not exactly one ``--platform`` (a record is of one arch), or
         no ``--push`` (the tags are moved in the registry).
     """
     from bake.errors import UsageError
     from bake.plan import records
+    from bake.run.build import resolve_base_digests
     from bake.run.engine import create_manifest
     from bake.run.record import read_latest
 
@@ -257,6 +261,10 @@ def _skip_unchanged(settings: Settings, composition: Composition) -> bool:
         raise UsageError("--skip-unchanged needs --push: the tags of an unchanged target are moved onto its "
                          "recorded image in the registry")
     plan = composition.plan
+    for ref, digest in resolve_base_digests(composition).items():
+        if digest is None:
+            print(f"bake-plan: base image {ref}: its registry gave no digest; the targets built from it "
+                  "count as changed", file=sys.stderr)
     unchanged = records.unchanged_targets(plan, read_latest(plan))
     for name, record in unchanged.items():
         print(f"bake-plan: {records.unchanged_line(name, record)}")

@@ -77,3 +77,48 @@ def instructions(text: str) -> List[str]:
     if pending and "".join(pending).strip():  # the file ends inside a continued instruction
         out.append(" ".join("".join(pending).split()))
     return out
+
+
+_ARG_USE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
+"""``$NAME``, ``${NAME}`` or ``${NAME:-default}`` / ``${NAME-default}`` in a ``FROM`` line."""
+
+
+def from_images(text: str, args: Optional[dict] = None) -> List[str]:
+    """The images the ``FROM`` lines of a Dockerfile start from, with the build's ``args`` (else
+    the defaults of the ``ARG`` lines before the first ``FROM``) put in for ``$NAME``/``${NAME}``
+    (``${NAME:-default}`` when neither sets it): not ``scratch``, not the file's own stages (``AS``
+    names), not a line whose image still holds an unset ``$`` after that. In file order, each once.
+    """
+    defaults: dict = {}
+    images: List[str] = []
+    aliases = set()
+    seen_from = False
+    for instruction in instructions(text):
+        words = instruction.split()
+        keyword = words[0].upper() if words else ""
+        if keyword == "ARG" and not seen_from:
+            for word in words[1:]:
+                name, eq, value = word.partition("=")
+                if eq:
+                    defaults[name] = value.strip("\"'")
+            continue
+        if keyword != "FROM":
+            continue
+        seen_from = True
+        words = [w for w in words[1:] if not w.startswith("--")]
+        if not words:
+            continue
+
+        def value_of(match: "re.Match[str]") -> str:
+            name = match.group(1) or match.group(3)
+            given = (args or {}).get(name, defaults.get(name))
+            if given is None or (given == "" and match.group(2) is not None and ":-" in match.group(0)):
+                given = match.group(2)
+            return "$" if given is None else str(given)
+
+        image = _ARG_USE.sub(value_of, words[0])
+        if len(words) >= 3 and words[1].upper() == "AS":
+            aliases.add(words[2].lower())
+        if "$" not in image and image.lower() != "scratch" and image.lower() not in aliases:
+            images.append(image)
+    return list(dict.fromkeys(images))

@@ -17,8 +17,11 @@ name. What goes in, per target (docs/nightly-record.md):
 - the labels, without ``org.opencontainers.image.created`` (the date) and :data:`INPUT_DIGEST_LABEL`;
 - a ``target:`` named context as the input digest of that target, so a change propagates down
   the chain; a ``docker-image://…@sha256:…`` or ``oci-layout://…@sha256:…`` one as its digest
-  alone (not the registry or tag it was found at); any other reference as its text (a tag is
-  not resolved through the registry here).
+  alone (not the registry or tag it was found at); any other reference as its text;
+- the digest of each image a ``FROM`` line names by tag (:func:`base_references`), when the
+  caller asked the registry for it (``resolved``: :func:`bake.run.build.resolve_base_digests`,
+  which ``build --skip-unchanged`` runs); planning alone asks no registry, and the tag counts as
+  its text.
 
 Not inputs: ``tags``, ``cache-from``, ``cache-to``, ``output``, ``attest`` (where the image goes
 and what is attached to it, not what it is), the date, the registry.
@@ -30,9 +33,12 @@ import hashlib
 import json
 import os
 import stat
-from typing import Dict, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
+from bake.plan.dockerfile import from_images
+from bake.plan.dockerfile import read as read_dockerfile
 from bake.plan.dockerignore import PatternMatcher, ignore_file, matcher_for
+from bake.plan.names import context_name
 
 INPUT_DIGEST_LABEL = "io.bake-plan.input-digest"
 """The label every target of a plan carries: ``sha256:<64 hex>``, its input digest."""
@@ -155,8 +161,35 @@ def _dockerfile(target: dict, hasher: Hasher) -> Optional[str]:
     return found
 
 
-def _inputs(target: dict, digest_of, hasher: Hasher) -> dict:
+def base_references(target: dict) -> List[str]:
+    """The images a target starts from that only a registry can tell the digest of: its
+    Dockerfile's ``FROM`` images (:func:`bake.plan.dockerfile.from_images`, with the target's
+    args), less those its named contexts replace (a ``target:``, a pinned ``docker-image://``)
+    and those pinned by digest already (``…@sha256:…``). ``[]`` when the Dockerfile cannot be
+    read here."""
+    text = read_dockerfile(target.get("context"), target.get("dockerfile") or "Dockerfile",
+                           target.get("dockerfile-inline"))
+    if text is None:
+        return []
+    contexts = set(target.get("contexts") or {})
+    out = []
+    for image in from_images(text, target.get("args") or {}):
+        try:
+            key = context_name(image)
+        except ValueError:
+            continue  # not an image reference: BuildKit refuses it
+        if image in contexts or key in contexts or "@" in image:
+            continue
+        out.append(image)
+    return out
+
+
+def _inputs(target: dict, digest_of, hasher: Hasher, resolved: Optional[Mapping[str, Optional[str]]] = None) -> dict:
     out: dict = {}
+    if resolved is not None:
+        refs = base_references(target)
+        if refs:
+            out["base-image-digests"] = {ref: resolved.get(ref) or "unresolved" for ref in refs}
     for attr in sorted(target):
         if attr in NOT_INPUT_ATTRIBUTES:
             continue
@@ -186,13 +219,18 @@ def _context(value: str, digest_of, hasher: Hasher) -> str:
     return "tree " + tree if tree is not None else "text " + value
 
 
-def input_digests(targets: Mapping[str, dict], hasher: Optional[Hasher] = None) -> Dict[str, str]:
+def input_digests(targets: Mapping[str, dict], hasher: Optional[Hasher] = None,
+                  resolved: Optional[Mapping[str, Optional[str]]] = None) -> Dict[str, str]:
     """Each target's input digest, ``sha256:<64 hex>`` (see the module's docstring for what
     goes in and what does not).
 
     :param targets: the plan's ``target`` block (bake target name → attributes); a ``target:``
         named context naming a target not in it counts as its text.
     :param hasher: directory digests already made in this run (one is made when ``None``).
+    :param resolved: image reference → the digest its registry gave (``sha256:…``, ``None`` when
+        it did not answer): each target's :func:`base_references` count with those digests (one
+        the registry did not give as ``unresolved``, so the target counts as changed). ``None``:
+        the references count as their text alone (planning asks no registry).
     :returns: bake target name → digest, for every target.
     """
     hasher = hasher or Hasher()
@@ -205,7 +243,7 @@ def input_digests(targets: Mapping[str, dict], hasher: Optional[Hasher] = None) 
         if name not in targets or name in visiting:  # outside the plan, or a cycle buildx refuses
             return "name " + name
         visiting.add(name)
-        body = json.dumps(_inputs(targets[name], digest_of, hasher), sort_keys=True, separators=(",", ":"),
+        body = json.dumps(_inputs(targets[name], digest_of, hasher, resolved), sort_keys=True, separators=(",", ":"),
                           ensure_ascii=False)
         visiting.discard(name)
         done[name] = "sha256:" + hashlib.sha256(body.encode("utf-8", "surrogateescape")).hexdigest()
@@ -216,10 +254,12 @@ def input_digests(targets: Mapping[str, dict], hasher: Optional[Hasher] = None) 
     return done
 
 
-def label_targets(targets: Mapping[str, dict], hasher: Optional[Hasher] = None) -> Dict[str, str]:
-    """Compute :func:`input_digests` and write each as the :data:`INPUT_DIGEST_LABEL` label of
-    its target (in place). :returns: bake target name → digest."""
-    digests = input_digests(targets, hasher)
+def label_targets(targets: Mapping[str, dict], hasher: Optional[Hasher] = None,
+                  resolved: Optional[Mapping[str, Optional[str]]] = None) -> Dict[str, str]:
+    """Compute :func:`input_digests` (``resolved``: the base images' digests, as there) and write
+    each as the :data:`INPUT_DIGEST_LABEL` label of its target (in place). :returns: bake target
+    name → digest."""
+    digests = input_digests(targets, hasher, resolved)
     for name, digest in digests.items():
         targets[name].setdefault("labels", {})[INPUT_DIGEST_LABEL] = digest
     return digests

@@ -389,6 +389,28 @@ def _base_digest(ref: str) -> Optional[str]:
         return None
 
 
+def resolve_base_digests(composition: Composition, digest=None) -> dict:
+    """Ask the registry for the digest of every image the plan's targets start from by tag
+    (:func:`bake.plan.inputs.base_references`), :data:`SIZE_QUERIES` at a time, each within
+    :data:`BASE_DIGEST_TIMEOUT_S`, and count those digests in every target's input digest (its
+    label and ``composition.input_digests``): a new image pushed under the tag changes the
+    digest of each target built from it and of the targets built on those, and of no other.
+
+    :param digest: ``ref`` → ``sha256:…`` or ``None``; default :func:`_base_digest`
+        (``imagetools inspect``; ``None`` when the registry does not answer in time or has no
+        such image: the target then counts as changed).
+    :returns: reference → digest (``None``: not resolved), for each reference asked.
+    """
+    from bake.plan.inputs import base_references, label_targets
+
+    targets = composition.plan["target"]
+    refs = list(dict.fromkeys(ref for target in targets.values() for ref in base_references(target)))
+    lookup = _asked_at_once(lambda ask: [ask(ref) for ref in refs], digest or _base_digest, unknown=None)
+    resolved = {ref: lookup(ref) for ref in refs}
+    composition.input_digests = label_targets(targets, resolved=resolved)
+    return resolved
+
+
 def _spelling(image: str) -> str:
     try:
         return normalise_reference(image)
