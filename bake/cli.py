@@ -278,6 +278,9 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
     publish.add_argument("--all-or-nothing", action="store_true",
                          help="move no floating tag unless every image's can move; a move failing part-way "
                               "puts the tags already moved back on their earlier digests")
+    publish.add_argument("--no-record", action="store_true",
+                         help="with --sitrep: push no nightly record of the images published (by default each "
+                              "is recorded beside its image, as bake-plan record does)")
     publish.add_argument("--format", choices=TEXT_FORMATS, default="text",
                          help="text: a line per tag; json: the lines go to stderr and stdout gets "
                               "{dry_run, tags: [{tag, digest, sources: [{ref, arch, digest}]}], missing, retries}; "
@@ -486,7 +489,8 @@ HELP = {
               "bake-plan diff --target jax --from old-plan.json --locked --format markdown"]),
     "record": ("Push the nightly record of each image beside it in the registry.\n"
                "One JSON document per image and arch (input digest, lock pins, source commits, base images,\n"
-               "test outcomes, size), tagged record-<target>-<date>-<arch>; bake-plan diff --from DATE reads it.",
+               "test outcomes, size), tagged record-<target>-<date>-<arch>; bake-plan diff --from DATE reads it.\n"
+               "publish --sitrep writes them for the images it publishes; this writes them again.",
                ["bake-plan record --target jax --platform linux/amd64 --date 2026-11-29 --sitrep reports/"]),
     "completion": ("Print a shell completion script made from bake-plan's own parser.\n"
                    "It completes the commands, each command's options, and choices such as --format values.",

@@ -14,7 +14,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import Optional, TextIO
 
 from bake.api import FORMATS as DEFAULT_FILES
 from bake.api import make_plan, render_parts
@@ -446,6 +446,7 @@ def _publish_gated(settings: Settings) -> int:
         print(f"kept {tag} " + (f"on {digest}" if digest else "absent (it never existed)") + " (held back)",
               file=lines, flush=True)
     _print_rollback(outcome.rolled_back)
+    unrecorded = _record_published(settings, composition, wanted, outcome, registry, lines)
     if retries.count:
         print(f"bake-plan: {counted(retries.count, 'registry call')} retried ({retries.waited_s:g} s waited)",
               file=_informing(settings, sys.stderr))
@@ -462,6 +463,10 @@ def _publish_gated(settings: Settings) -> int:
         done = "; the floating tags already moved were put back" if outcome.rolled_back else ""
         print(f"bake-plan: error: {outcome.failed}; {len(outcome.created)} tag(s) were published before it{done}; "
               "rerun the same `bake-plan publish` to finish", file=sys.stderr)
+        return 1
+    if unrecorded:
+        print(f"bake-plan: error: the images are published, but not their nightly records: {unrecorded}; "
+              "rerun `bake-plan record` with the same --sitrep", file=sys.stderr)
         return 1
     if held:
         print(f"bake-plan: {counted(len(held), 'image')} held back: their floating tags did not move",
@@ -518,6 +523,30 @@ def promote(settings: Settings) -> int:
         print(f"bake-plan: error: {outcome.failed}{done}", file=sys.stderr)
         return 1
     return 0
+
+
+def _record_published(settings: Settings, composition: Composition, wanted, outcome, registry,
+                      lines: TextIO) -> str:
+    """``publish --sitrep`` (not ``--no-record``): the nightly record of each image whose tags it
+    made, from the sitreps, pushed beside it (:func:`_record_sitreps`, each push retried as the
+    tags are); nothing when a per-arch image was missing (nothing was published).
+
+    :returns: ``""``, or why the records could not be pushed (the registry refused one).
+    """
+    from bake.errors import RunError
+
+    if not settings.sitreps or settings.no_record or outcome.missing:
+        return ""
+    made = {tag for tag, _ in outcome.created}
+    published = {m.target for m in wanted if m.tag in made}
+    if not published:
+        return ""
+    try:
+        _record_sitreps(settings, composition.plan, only=published, stream=lines,
+                        create=lambda tag, sources, annotations=(): registry.create(tag, sources, list(annotations)))
+    except RunError as err:
+        return str(err)
+    return ""
 
 
 def _print_rollback(rolled_back) -> None:
@@ -921,12 +950,24 @@ def record(settings: Settings) -> int:
     :raises bake.errors.UsageError: a sitrep that is missing or not JSON.
     :raises bake.run.engine.RegistryError: the registry refused a record or did not answer.
     """
+    return 0 if _record_sitreps(settings, compose(settings).plan, dry_run=settings.dry_run) else 1
+
+
+def _record_sitreps(settings: Settings, plan: dict, only=None, create=None, dry_run: bool = False,
+                    stream: Optional[TextIO] = None) -> int:
+    """Push the records of the targets each ``--sitrep`` names as pushed
+    (:func:`bake.run.record.write_records`), ``only`` those targets when given; a line per record
+    (``recorded REF`` on ``stream``) and per target left without one (on stderr).
+
+    :returns: how many records were pushed (or would be, under ``dry_run``).
+    :raises bake.errors.UsageError: a sitrep that is missing or not JSON.
+    :raises bake.run.engine.RegistryError: the registry refused a record or did not answer.
+    """
     from bake.documents import DocumentError, read_json
     from bake.errors import UsageError
     from bake.run.record import write_records
     from bake.settings.sitreps import sitrep_files
 
-    plan = compose(settings).plan
     pushed = 0
     for path in sitrep_files(settings.sitreps):
         try:
@@ -935,13 +976,13 @@ def record(settings: Settings) -> int:
             raise UsageError(f"--sitrep {path}: {err}") from None
         if not isinstance(data, dict) or not isinstance(data.get("targets"), dict):
             raise UsageError(f"--sitrep {path}: not a sitrep (no targets)")
-        for ref, why in write_records(plan, data, settings.date, dry_run=settings.dry_run):
+        for ref, why in write_records(plan, data, settings.date, create=create, dry_run=dry_run, only=only):
             if why is None:
                 pushed += 1
-                print(f"{'would push' if settings.dry_run else 'recorded'} {ref}")
+                print(f"{'would push' if dry_run else 'recorded'} {ref}", file=stream or sys.stdout, flush=True)
             else:
                 print(f"bake-plan: no record of {ref}: {why}", file=sys.stderr)
-    return 0 if pushed else 1
+    return pushed
 
 
 def _diff_side(settings: Settings, spec: str, option: str, plan: dict) -> list:

@@ -91,3 +91,16 @@ def test_expected_inputs_asks_only_for_the_targets_that_ran_steps():
     assert expected_inputs(_plan(), report, read) == {"ch-a": (DIGEST, "nightly-2026-11-28")}
     assert sorted(asked) == ["localhost:5555/ch/ch-a:record-ch-a-latest-amd64",
                              "localhost:5555/ch/ch-c:record-ch-c-latest-amd64"]
+
+
+def test_a_record_keeps_the_input_digest_of_the_plan_that_built_the_image():
+    """``publish`` plans for every arch at once; the record takes the digest the build's sitrep
+    gives (its per-arch plan's), so a later per-arch build compares like with like."""
+    import datetime
+
+    from bake.plan.records import make_records
+
+    sitrep = {"targets": {"ch-a": {"outcome": "pass", "digest": OTHER, "platforms": ["linux/amd64"],
+                                   "input_digest": "sha256:" + "ef" * 32}}}
+    got = {r["target"]: r["input_digest"] for r in make_records(_plan(), sitrep, datetime.date(2026, 11, 30))}
+    assert got == {"ch-a": "sha256:" + "ef" * 32, "ch-b": DIGEST, "ch-c": DIGEST}

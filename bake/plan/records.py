@@ -127,7 +127,8 @@ def plan_records(plan: dict, date: Optional[datetime.date] = None) -> List[dict]
 def make_records(plan: dict, sitrep: dict, date: datetime.date) -> List[dict]:
     """The records of a build: :func:`plan_records` with what the sitrep says of each target
     (``image_digest``, ``outcome``, ``base_images`` and ``size_bytes`` of the platform, and the
-    outcomes of ``bake-plan test``'s tests of the target on that platform, when it ran). A target
+    outcomes of ``bake-plan test``'s tests of the target on that platform, when it ran, and its
+    ``input_digest``: the one of the plan that built it, whatever ``plan`` gives). A target
     the sitrep lists for other platforms only is left out for the rest (another arch's job); a
     target without a lock gets as ``pins`` the distributions ``bake-plan test`` found installed.
 
@@ -149,6 +150,8 @@ def make_records(plan: dict, sitrep: dict, date: datetime.date) -> List[dict]:
             record["pins"] = {re.sub(r"[-_.]+", "-", str(k)).lower(): str(v) for k, v in found.items()}
         record["image_digest"] = entry.get("digest")
         record["outcome"] = entry.get("outcome")
+        if isinstance(entry.get("input_digest"), str) and entry["input_digest"]:
+            record["input_digest"] = entry["input_digest"]  # the plan that built it (a publish plans for every arch)
         if entry.get("unchanged_since"):  # not built tonight: the image of that nightly
             record["built_in"] = entry["unchanged_since"]
         if entry.get("tags"):

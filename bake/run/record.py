@@ -14,7 +14,7 @@ import base64
 import datetime
 import gzip
 import zlib
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Collection, Dict, List, Optional, Sequence, Tuple
 
 from bake.documents import MAX_BYTES, DocumentError, parse_json
 from bake.errors import RecordError
@@ -78,12 +78,12 @@ def record_from_annotations(notes: Dict[str, str], ref: str) -> dict:
 
 def write_records(plan: dict, sitrep: dict, date: datetime.date,
                   create: Optional[Callable[..., None]] = None,
-                  dry_run: bool = False) -> List[Tuple[str, Optional[str]]]:
+                  dry_run: bool = False, only: Optional[Collection[str]] = None) -> List[Tuple[str, Optional[str]]]:
     """Push a record of each target the sitrep names as pushed (``outcome`` pass and an image
     digest), one per platform, beside its image (:func:`bake.plan.records.record_tag`), and again
     as the newest record of the target and arch (:func:`bake.plan.records.latest_tag`).
 
-    What ``publish`` (or a command after ``build --push``) calls once the sitrep is written.
+    What ``publish --sitrep`` (for the images it published) and ``bake-plan record`` call.
 
     :param plan: the plan that was built (buildx's JSON shape).
     :param sitrep: its ``sitrep.json`` content (and ``tests`` when ``bake-plan test`` ran).
@@ -91,6 +91,7 @@ def write_records(plan: dict, sitrep: dict, date: datetime.date,
     :param create: ``create(tag, sources, annotations=[...])``; default
         :func:`bake.run.engine.create_manifest`.
     :param dry_run: push nothing; return the refs that would be pushed.
+    :param only: the targets to record (``publish``: those whose tags it made); ``None``: all.
     :returns: ``(record ref, None)`` for each pushed record and ``(target@arch, why not)`` for
         each target with no image to record (not built, not pushed, untagged).
     :raises bake.run.engine.RegistryError: the registry refused a record or did not answer.
@@ -99,6 +100,8 @@ def write_records(plan: dict, sitrep: dict, date: datetime.date,
         from bake.run.engine import create_manifest as create
     out: List[Tuple[str, Optional[str]]] = []
     for record in records.make_records(plan, sitrep, date):
+        if only is not None and record["target"] not in only:
+            continue
         where = f"{record['target']}@{record['arch']}"
         if not record["repository"]:
             out.append((where, "untagged: no repository to put a record in"))
