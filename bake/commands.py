@@ -230,6 +230,8 @@ def build(settings: Settings) -> int:
         if probe is not None:  # still running when bake-plan stops early (bad input, an interrupt)
             probe.close()
     print(f"bake-plan: {sitrep['summary']}", file=sys.stdout if sitrep["outcome"] == "pass" else sys.stderr)
+    if sitrep.get("error") and sitrep["error"] not in sitrep["summary"]:  # the summary cut it: said whole
+        print(f"bake-plan: {sitrep['error']}", file=sys.stderr)
     for warning in sitrep.get("warnings") or ():  # the cache not working (bake.run.sitrep.add_cache_warnings)
         print(f"bake-plan: warning: {warning}", file=sys.stderr)
     if sitrep.get("interrupted"):

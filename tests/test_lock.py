@@ -561,7 +561,8 @@ def test_a_lock_for_another_python_is_refused_first_in_one_line(tmp_path):
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [
         f"bake-pip-finalize: the lock {tmp_path / 'pip-lock' / 'requirements.lock'} was made for Python 3.10, this "
-        'image has Python 3.11: declare python = "3.11" on the stage and run bake-plan lock again'], proc.stderr
+        'image has Python 3.11: build on a base image of Python 3.10 (docs/plugins.md, "A base of another Python"), '
+        'or, only if the family runs on it, declare python = "3.11" and run bake-plan lock again'], proc.stderr
     # The same lock for the image's Python goes on to its checks (beta is not in it).
     proc = _finalize(tmp_path / "again", {"requirements-a.in": "beta\n"}, {"requirements.lock": lock},
                      python_says="3.10") if (tmp_path / "again").mkdir() is None else None
@@ -578,7 +579,8 @@ def test_a_lock_python_is_compared_at_the_declared_precision(tmp_path, declared,
     if refused:
         assert proc.stderr.strip().splitlines() == [
             f"bake-pip-finalize: the lock {tmp_path / 'pip-lock' / 'requirements.lock'} was made for Python 3.11.2, "
-            'this image has Python 3.11.7: declare python = "3.11.7" on the stage and run bake-plan lock again'], proc.stderr
+            'this image has Python 3.11.7: build on a base image of Python 3.11.2 (docs/plugins.md, "A base of another '
+            'Python"), or, only if the family runs on it, declare python = "3.11.7" and run bake-plan lock again'], proc.stderr
     else:
         assert "requirements-a.in:1: beta: not in the lock" in proc.stderr, proc.stderr
 

@@ -113,7 +113,7 @@ def test_bake_scripts_go_to_every_stage_whose_dockerfile_uses_them(tmp_path):
     assert "bake-scripts" not in targets["leaf-mealkit"]["contexts"]  # the jax Dockerfile does not use them
     assert targets["own-mealkit"]["contexts"]["bake-scripts"] == str(tmp_path)  # its own copy wins
     assert sorted(p.name for p in (stages_dir() / "scripts").iterdir()) == [
-        "fetch-source.sh", "pip-finalize.sh", "write-requirements.sh"]
+        "check-python.sh", "fetch-source.sh", "pip-finalize.sh", "write-requirements.sh"]
 
 
 def test_the_built_in_base_takes_its_scripts_from_bake_scripts():

@@ -61,7 +61,7 @@ from bake.errors import LockConflict, LockError, OutputError, UsageError
 from bake.output import write_atomic
 from bake.owned import kind_of, not_ours, own_directory, sha256
 from bake.pip import requirements as reqs
-from bake.plan.compose import Composition
+from bake.plan.compose import Composition, declared_python
 from bake.plan.names import arch_of, target_name
 from bake.plan.stage import Stage
 from bake.plan.text import clipped
@@ -181,13 +181,9 @@ class Target:
 def chain_python(composition: Composition, name: str) -> Optional[str]:
     """The Python of stage ``name``'s image: its own ``python``, else its nearest parent's (a concrete
     variant's one-value ``python`` axis counts too); ``None`` when no stage of the chain says."""
-    for stage in reversed(lock_chain(composition, name)):
-        if stage.python:
-            return stage.python
-        values = (stage.variants or {}).get("python") or ()
-        if len(values) == 1 and re.fullmatch(r"3\.[0-9]{1,2}(?:\.[0-9]{1,3})?", values[0]):
-            return values[0]
-    return None
+    by_name = {stage.name: stage for stage in composition.chain}
+    found = declared_python(by_name[name], by_name)
+    return found[0] if found else None
 
 
 def chain_glibc(composition: Composition, name: str) -> Optional[str]:

@@ -208,6 +208,32 @@ PIP_LOCK = "pip-lock"
 LOCKED_ARG = "BAKE_PIP_LOCKED"
 """The build arg that tells ``bake-pip-finalize`` a lock must be mounted."""
 
+PYTHON_ARG = "BAKE_PYTHON_DECLARED"
+"""The build arg holding the Python a chain declares (``"3.10"``, ``"3.10.14"``), which
+``bake-check-python`` compares with the image's ``python3`` in the chain's first step with Python."""
+
+PYTHON_STAGE_ARG = "BAKE_PYTHON_STAGE"
+"""The build arg naming the stage that declares :data:`PYTHON_ARG` (named in the check's error)."""
+
+_PYTHON_AXIS = re.compile(r"3\.[0-9]{1,2}(?:\.[0-9]{1,3})?")
+
+
+def declared_python(stage: Stage, stages: Mapping[str, Stage]) -> Optional[Tuple[str, str]]:
+    """``(version, stage name)``: the Python ``stage``'s image is declared to have, and the stage
+    that declares it: its own ``python``, else its nearest parent's (a concrete variant's one-value
+    ``python`` axis counts too). ``None`` when no stage of its chain (``stages``, by name) says."""
+    seen = set()
+    current: Optional[Stage] = stage
+    while current is not None and current.name not in seen:
+        seen.add(current.name)
+        if current.python:
+            return current.python, current.name
+        values = (current.variants or {}).get("python") or ()
+        if len(values) == 1 and isinstance(values[0], str) and _PYTHON_AXIS.fullmatch(values[0]):
+            return values[0], current.name
+        current = stages.get(current.parent) if current.parent else None
+    return None
+
 
 def _instructions(dockerfile: str) -> str:
     """A Dockerfile's instructions, one a line (:func:`bake.plan.dockerfile.instructions`: comments
@@ -746,6 +772,9 @@ def _target(stage: Stage, tname: str, flavor: str, platforms: List[str], ctx: _C
     args.setdefault("SOURCE_DATE_EPOCH", ctx.epoch)
     if PIP_LOCK in contexts and flavor == FLAVOR_FINAL:
         args[LOCKED_ARG] = "1"  # bake-pip-finalize fails when the lock is not mounted
+    python = declared_python(stage, stages)
+    if python is not None:  # bake-check-python compares it with the image's python3
+        args[PYTHON_ARG], args[PYTHON_STAGE_ARG] = python
     target["args"] = args
 
     labels = {

@@ -443,7 +443,8 @@ def unchanged_entry(record: dict) -> dict:
             "base_images": list(record.get("base_images") or []), "digest": record.get("image_digest"),
             "input_digest": record.get("input_digest"), "unchanged_since": built_in(record),
             "duration_s": None, "steps_cached": None, "steps_run": None, "context_bytes": None,
-            "failed_steps": [], "size_bytes": {}, "cache_read": None, "cache_written": None, "cache_warning": None}
+            "failed_steps": [], "size_bytes": {}, "cache_read": None, "cache_written": None, "cache_warning": None,
+            "error": None}
 
 
 def unchanged_line(target: str, record: dict) -> str:

@@ -32,6 +32,22 @@ TESTS_BADGE = "tests-badge.json"
 """The image tests' badge (:func:`tests_badge`), beside the build's ``badge.json``."""
 
 
+_HELPER_LINE = re.compile(r"bake-[a-z][a-z-]*: \S")
+"""A line of one of bake-plan's helper scripts in the image (``bake-check-python: …``,
+``bake-pip-finalize: …``): its own reason for stopping the step."""
+
+
+def step_reason(steps: Sequence[dict]) -> Optional[str]:
+    """Why failed steps (``failed_steps`` entries: ``{"error", "output", …}``) failed, as one line:
+    the last line of a bake-plan helper script (``bake-…: …``) in their output, which names the
+    cause, else the first step's BuildKit error (``process … exit code: 1``); ``None`` for no step."""
+    for step in reversed(steps):
+        for line in reversed(step.get("output") or ()):
+            if _HELPER_LINE.match(line):
+                return line
+    return next((step.get("error") for step in steps if step.get("error")), None)
+
+
 def _builds_on(target: dict) -> List[str]:
     """The targets a target builds on or copies from (its ``target:`` named contexts)."""
     return [v[len("target:"):] for v in target.get("contexts", {}).values() if v.startswith("target:")]
@@ -248,6 +264,7 @@ def make_sitrep(
             "cache_written": ((caches or {}).get(name) or {}).get("written"),
             "cache_warning": None,
         }
+        entry["error"] = step_reason(entry["failed_steps"])
         entry["size_bytes"] = _sizes(target, entry, sizes)
         if name in durations and entry["outcome"] != NOT_BUILT:  # steps buildx cancelled are no build time
             entry["duration_s"] = round(durations[name], 3)
@@ -267,6 +284,10 @@ def make_sitrep(
     failing = [n for n, t in targets.items() if t["outcome"] == FAIL]
     outcome = PASS if returncode == 0 and all(t["outcome"] == PASS for t in targets.values()) else FAIL
     error = shown(error.strip(), known) if error and error.strip() else None
+    helper = next((t["error"] for t in targets.values()
+                   if t["outcome"] == FAIL and t.get("error") and _HELPER_LINE.match(t["error"])), None)
+    if helper is not None:  # buildx says "exit code: 1"; the helper's own line says why
+        error = shown(helper, known)
     if outcome == PASS:
         built_now = len(targets) - len(unchanged or ())
         summary = (f"{label}: {'' if built_now == 1 else 'all '}{counted(built_now, 'target')} built" if built_now

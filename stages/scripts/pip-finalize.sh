@@ -101,7 +101,7 @@ if [ -n "$lock_python" ]; then
   [ -n "$image_python" ] || die "cannot tell the Python version of ${target_python} to check the lock ${premade} (made for Python ${lock_python})"
   image_python="$(echo "$image_python" | cut -d. -f"$python_fields")"
   if [ "$(echo "$lock_python" | cut -d. -f"$python_fields")" != "$image_python" ]; then
-    die "the lock ${premade} was made for Python ${lock_python}, this image has Python ${image_python}: declare python = \"${image_python}\" on the stage and run bake-plan lock again"
+    die "the lock ${premade} was made for Python ${lock_python}, this image has Python ${image_python}: build on a base image of Python ${declared_python:-${lock_python}} (docs/plugins.md, \"A base of another Python\"), or, only if the family runs on it, declare python = \"${image_python}\" and run bake-plan lock again"
   fi
 fi
 
