@@ -104,3 +104,22 @@ def test_a_record_keeps_the_input_digest_of_the_plan_that_built_the_image():
                                    "input_digest": "sha256:" + "ef" * 32}}}
     got = {r["target"]: r["input_digest"] for r in make_records(_plan(), sitrep, datetime.date(2026, 11, 30))}
     assert got == {"ch-a": "sha256:" + "ef" * 32, "ch-b": DIGEST, "ch-c": DIGEST}
+
+
+def test_publish_records_only_the_targets_it_published_and_only_sha256_digests():
+    """``write_records(only=…)``, as ``publish`` calls it, and a sitrep's digest (another job's
+    file) that is not a sha256 digest gives no record, never an argument to the docker CLI."""
+    import datetime
+
+    from bake.run.record import write_records
+
+    made = []
+    sitrep = {"targets": {"ch-a": {"outcome": "pass", "digest": OTHER, "platforms": ["linux/amd64"]},
+                          "ch-b": {"outcome": "pass", "digest": "sha256:zz --tag evil", "platforms": ["linux/amd64"]},
+                          "ch-c": {"outcome": "pass", "digest": OTHER, "platforms": ["linux/amd64"]}}}
+    out = write_records(_plan(), sitrep, datetime.date(2026, 11, 30), only={"ch-a", "ch-b"},
+                        create=lambda tag, sources, annotations=(): made.append((tag, sources)))
+    assert out == [("localhost:5555/ch/ch-a:record-ch-a-2026-11-30-amd64", None),
+                   ("ch-b@amd64", "the sitrep's digest is not a sha256 digest")]
+    assert made == [(f"localhost:5555/ch/ch-a:{tag}", [f"localhost:5555/ch/ch-a@{OTHER}"])
+                    for tag in ("record-ch-a-2026-11-30-amd64", "record-ch-a-latest-amd64")]

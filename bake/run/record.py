@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import datetime
 import gzip
+import re
 import zlib
 from typing import Callable, Collection, Dict, List, Optional, Sequence, Tuple
 
@@ -27,6 +28,7 @@ ANNOTATION_GZ = "io.bake-plan.record.gz"
 """The annotation that holds it gzip-compressed and base64-encoded, when the JSON is longer
 than :data:`INLINE_LIMIT` (a command-line argument is at most 128 KiB on Linux)."""
 INLINE_LIMIT = 64 * 1024
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 def annotation_of(record: dict) -> str:
@@ -108,6 +110,9 @@ def write_records(plan: dict, sitrep: dict, date: datetime.date,
             continue
         if record["outcome"] != "pass" or not record["image_digest"]:
             out.append((where, f"no pushed image (outcome {record['outcome']!r})"))
+            continue
+        if not isinstance(record["image_digest"], str) or not _DIGEST.fullmatch(record["image_digest"]):
+            out.append((where, "the sitrep's digest is not a sha256 digest"))  # a sitrep is another job's file
             continue
         ref = f"{record['repository']}:{records.record_tag(record['target'], date, record['arch'])}"
         if not dry_run:
