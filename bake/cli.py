@@ -275,6 +275,10 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
                          help="a build or test sitrep.json of the nightly (repeatable; a directory: every "
                               "sitrep.json under it): floating tags (latest, mealkit) move only for images whose "
                               "chain built and passed its tests on every arch; dated tags need every arch built")
+    publish.add_argument("--arch-size-ratio", metavar="N",
+                         help="with --sitrep: hold an image's floating tags back when its largest arch's image is "
+                              "more than N times the size of its smallest arch's (default 2; config "
+                              "arch-size-ratio, env BAKE_PLAN_ARCH_SIZE_RATIO)")
     publish.add_argument("--all-or-nothing", action="store_true",
                          help="move no floating tag unless every image's can move; a move failing part-way "
                               "puts the tags already moved back on their earlier digests")
@@ -285,7 +289,7 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
                          help="text: a line per tag; json: the lines go to stderr and stdout gets "
                               "{dry_run, tags: [{tag, digest, sources: [{ref, arch, digest}]}], missing, retries}; "
                               "with --sitrep or --all-or-nothing {dry_run, gate: {applied, images: {T: {dated, "
-                              "floating, reasons}}}, all_or_nothing, published: [{tag, digest}], kept: [{tag, digest}], "
+                              "floating, reasons, arches: {size_bytes, distributions, differing}}}}, all_or_nothing, published: [{tag, digest}], kept: [{tag, digest}], "
                               "missing, rolled_back: [{tag, digest, how}], failed, retries}")
 
     promote = sub.add_parser("promote", help="move the floating tags (latest, mealkit) of the targets' chains onto "

@@ -401,20 +401,31 @@ def _publish_gated(settings: Settings) -> int:
     sitreps are read first (bad ones are exit 2 before the registry is asked anything), the gate
     decides per image, dated tags are made, then floating tags moved. :returns: 0 every tag
     published; 1 an image held back, a per-arch image missing, or a failure part-way (after the
-    rollback under ``--all-or-nothing``)."""
+    rollback under ``--all-or-nothing``), or ``$GITHUB_STEP_SUMMARY`` could not be appended to."""
     from bake.run import engine
     from bake.plan.gate import decide
     from bake.run.publish import manifests
-    from bake.run.release import publish_gated, select
+    from bake.errors import OutputError
+    from bake.run.release import append_summary, arch_comparison, publish_gated, publish_markdown, select
     from bake.run.retry import Retries
     from bake.settings.sitreps import read_sitreps
 
     evidence = read_sitreps(settings.sitreps) if settings.sitreps else None
     composition = compose(settings, per_arch=False)
     wanted = manifests(composition)
-    decisions = decide(composition, evidence) if evidence is not None else None
+    decisions = None
+    if evidence is not None:
+        from bake.pip.lockfiles import lock_differences
+
+        decisions = decide(composition, evidence, size_ratio=settings["arch-size-ratio"],
+                           predicted=lock_differences(list(composition.stages.values()), settings.locks_dir))
     as_json = settings.format == "json"
     lines = sys.stderr if as_json else sys.stdout
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary:  # checked before the registry is asked anything
+        from bake.run.build import _appendable
+
+        _appendable(step_summary)
     engine.show_commands(_tracing(settings))
     retries = Retries()
     registry = _registry_calls(settings, retries, sys.stderr)
@@ -422,6 +433,9 @@ def _publish_gated(settings: Settings) -> int:
         print("bake-plan: note: no gate applied (no --sitrep): the floating tags move whatever the tests said",
               file=_informing(settings, lines))
     held = {name: d for name, d in (decisions or {}).items() if not d.floating}
+    for name, decision in (decisions or {}).items():
+        if arch_comparison(decision):
+            print(f"arches of {name}: {arch_comparison(decision)}", file=lines, flush=True)
     for name, decision in held.items():
         print(f"held back {name}: {'; '.join(decision.reasons)}", file=lines, flush=True)
     if held and settings.all_or_nothing:
@@ -432,15 +446,28 @@ def _publish_gated(settings: Settings) -> int:
     def shown(sources) -> str:
         return ", ".join(s.rsplit(":", 1)[-1] for s in sources)
 
+    def summarise(outcome) -> int:
+        """Append the Markdown summary when GitHub Actions asks for one; 1 when it cannot be."""
+        if step_summary:
+            try:
+                append_summary(step_summary, lambda room: "\n" + publish_markdown(
+                    settings.date, decisions, dated, moving, kept, outcome, retries.count, retries.waited_s,
+                    settings.all_or_nothing, room - 1))
+            except OutputError as err:
+                print(f"bake-plan: error: {err}", file=sys.stderr)
+                return 1
+        return 0
+
     if settings.dry_run:
         for manifest in [*dated, *moving]:
             print(f"would publish {manifest.tag} <- {shown(manifest.sources)}", file=lines, flush=True)
         for manifest in kept:
             print(f"would keep {manifest.tag} where it is (held back)", file=lines, flush=True)
+        unsummarised = summarise(None)
         if as_json:
             write_atomic("-", json.dumps(_gated_report(settings, decisions, None, retries, dated, moving, kept),
                                          indent=2) + "\n", what="the publish report")
-        return 1 if held else 0
+        return 1 if held or unsummarised else 0
     outcome = publish_gated(wanted, settings.date, decisions, registry, settings.all_or_nothing,
                             on_created=lambda tag, sources: print(f"published {tag} <- {shown(sources)}",
                                                                   file=lines, flush=True))
@@ -452,6 +479,7 @@ def _publish_gated(settings: Settings) -> int:
     if retries.count:
         print(f"bake-plan: {counted(retries.count, 'registry call')} retried ({retries.waited_s:g} s waited)",
               file=_informing(settings, sys.stderr))
+    unsummarised = summarise(outcome)
     if as_json:
         write_atomic("-", json.dumps(_gated_report(settings, decisions, outcome, retries, dated, moving, kept),
                                      indent=2) + "\n", what="the publish report")
@@ -474,7 +502,7 @@ def _publish_gated(settings: Settings) -> int:
         print(f"bake-plan: {counted(len(held), 'image')} held back: their floating tags did not move",
               file=sys.stderr)
         return 1
-    return 0
+    return unsummarised
 
 
 def promote(settings: Settings) -> int:
@@ -566,10 +594,13 @@ def _print_rollback(rolled_back) -> None:
 
 def _gated_report(settings: Settings, decisions, outcome, retries, dated, moving, kept) -> dict:
     """``publish --sitrep --format json``: ``{"dry_run", "gate": {"applied", "images": {target:
-    {"dated", "floating", "reasons"}}}, "published": [{"tag", "digest"}], "kept": [{"tag",
+    {"dated", "floating", "reasons", "arches": {"size_bytes": {arch: bytes}, "distributions": {arch:
+    count}, "differing"}}}}, "published": [{"tag", "digest"}], "kept": [{"tag",
     "digest"}], "missing": [ref], "rolled_back": [{"tag", "digest"}], "failed", "retries"}``;
     a dry run lists the tags it would publish (``digest`` ``null``) and keep."""
-    images = {name: {"dated": d.dated, "floating": d.floating, "reasons": list(d.reasons)}
+    images = {name: {"dated": d.dated, "floating": d.floating, "reasons": list(d.reasons),
+                     "arches": {"size_bytes": dict(d.sizes), "distributions": dict(d.distributions),
+                                "differing": d.differing}}
               for name, d in (decisions or {}).items()}
     if outcome is None:
         published = [{"tag": m.tag, "digest": None} for m in [*dated, *moving]]

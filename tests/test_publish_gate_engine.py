@@ -401,3 +401,72 @@ def test_arches_with_different_distributions_hold_the_image_naming_the_distribut
     assert "held back py: py: arches differ: only-arm: absent on amd64, 1.0 on arm64" in proc.stdout
     tags = engine.tags(f"{namespace}/py")
     assert f"nightly-{NIGHT2}" in tags and "latest" not in tags  # dated published, floating held
+
+
+# --- arches of very different size ---------------------------------------------------------------
+
+SIZED_DOCKERFILE = """\
+ARG BASE_IMAGE=busybox:1.36
+FROM ${BASE_IMAGE}
+ARG TARGETARCH
+COPY payload-${TARGETARCH} /opt/payload
+"""
+
+
+def test_an_arch_far_larger_than_the_other_holds_the_image_naming_both_sizes(engine, tmp_path):
+    namespace = f"{engine.registry}/gs{uuid.uuid4().hex[:8]}"
+    site = tmp_path / "site"
+    (site / "ga_sized-0.0.dist-info").mkdir(parents=True)
+    (site / "ga_sized-0.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: ga-sized\nVersion: 0.0\n")
+    (site / "ga_sized-0.0.dist-info" / "entry_points.txt").write_text("[bake_plan]\nga-sized = ga_sized\n")
+    (site / "ga_sized.py").write_text(textwrap.dedent(f'''
+        from bake import Stage, hookimpl
+        @hookimpl
+        def bake_plan_stages():
+            return [Stage(name="gs-big", image="gs-big", kind="single", context={str(site / "ctx")!r},
+                          base_image="busybox:1.36", registry={namespace!r}, tests=("true",),
+                          platforms=("linux/amd64", "linux/arm64"))]
+        '''))
+    (site / "ctx").mkdir()
+    (site / "ctx" / "Dockerfile").write_text(SIZED_DOCKERFILE)  # no RUN: the arm64 build needs no emulation
+    (site / "ctx" / "payload-amd64").write_bytes(b"small\n")
+    (site / "ctx" / "payload-arm64").write_bytes(os.urandom(20_000_000))  # incompressible: as large pushed as stored
+
+    def run(*args, env=None):
+        return subprocess.run([str(console_script()), *args[:1], "--config", os.devnull, "--target", "gs-big",
+                               "--date", NIGHT2, *args[1:]], cwd=tmp_path,
+                              env=dict(os.environ, PYTHONPATH=str(site), **(env or {})),
+                              capture_output=True, text=True, timeout=900)
+
+    reports = tmp_path / "reports"
+    for arch in ("amd64", "arm64"):
+        where = ["--platform", f"linux/{arch}", "--sitrep-dir", str(reports / arch)]
+        proc = run("build", *where, "--push", "--base-image", f"busybox:1.36={engine.registry}/stand-in/busybox:latest")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        proc = run("test", *where)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    sizes = {}
+    for arch in ("amd64", "arm64"):
+        recorded = json.loads((reports / arch / "sitrep.json").read_text())["tests"]["sizes"]
+        assert [(e["target"], e["platform"]) for e in recorded] == [("gs-big", f"linux/{arch}")]
+        sizes[arch] = recorded[0]["size_bytes"]
+    assert sizes["arm64"] - sizes["amd64"] >= 19_000_000 and sizes["amd64"] > 0, sizes
+
+    summary = tmp_path / "step-summary.md"
+    summary.write_text("earlier step\n")
+    proc = run("publish", "--sitrep", str(reports), env={"GITHUB_STEP_SUMMARY": str(summary)})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    why = (f"image size differs between arches: {sizes['arm64']:,} bytes on arm64, {sizes['amd64']:,} bytes on "
+           f"amd64 ({sizes['arm64'] / sizes['amd64']:.2f} times, more than 2)")
+    assert f"held back gs-big: gs-big: {why}" in proc.stdout
+    tags = engine.tags(f"{namespace}/gs-big")
+    assert f"nightly-{NIGHT2}" in tags and "latest" not in tags  # dated published, floating held
+    text = summary.read_text()
+    assert text.startswith("earlier step\n")  # appended to, never replaced
+    row = next(line for line in text.splitlines() if line.startswith("| `gs-big` |"))
+    assert row.startswith(f"| `gs-big` | `gs-big:nightly-{NIGHT2}` | held `gs-big:latest` | gs-big: {why} | amd64 ")
+
+    proc = run("publish", "--sitrep", str(reports), "--arch-size-ratio", "1000")  # a bound it is within
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "held back" not in proc.stdout
+    assert "latest" in engine.tags(f"{namespace}/gs-big")

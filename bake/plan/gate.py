@@ -13,8 +13,11 @@ The policy (:func:`decide`):
 - **floating tags** (``latest``, ``mealkit``, a variant's own tag: every other tag) of an image
   move only when it and every ancestor in its chain built on every arch, every image test of
   their stages passed on every arch (a stage that declares tests for an arch and has no result
-  there is held too: nothing says they passed), and the distributions installed agree across
-  arches (:func:`arch_differences`);
+  there is held too: nothing says they passed), the distributions installed agree across
+  arches (:func:`arch_differences`: a difference the stage declares, ``Stage.arch_differences``,
+  or its per-arch locks predict is not one), and the image's size on its largest arch is at most
+  ``size_ratio`` times its size on the smallest (:func:`size_reason`; default
+  :data:`DEFAULT_SIZE_RATIO`);
 - an image held back keeps its floating tags where they were, and the report names why: which
   arch, which test, which ancestor.
 
@@ -25,13 +28,20 @@ The outcome of each image is recorded on its dated index as the annotation :data
 from __future__ import annotations
 
 import datetime
+import fnmatch
+import math
+import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import AbstractSet, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from bake.plan.compose import Composition, target_names
 from bake.plan.names import PLATFORM_ARCH
 
 PASS = "pass"
+DEFAULT_SIZE_RATIO = 2.0
+"""The largest arch's image may be at most this many times the size of the smallest arch's before
+its floating tags are held (``publish --arch-size-ratio``, ``arch-size-ratio``): an arm64 image of
+765 MB beside an amd64 one of 4,454 MB lacks what the other has."""
 GATE_ANNOTATION = "org.bake-plan.gate"
 """The index annotation ``publish --sitrep`` writes on each dated multi-arch index: ``pass`` (its
 floating tags could move) or ``held`` (they could not); ``promote`` reads it."""
@@ -65,12 +75,15 @@ class Evidence:
     :param tests: every test result, in file order.
     :param installed: ``(target, arch)`` → ``{distribution name (normalised): version}`` of the
         tested image (from ``tests.installed``); absent when the test sitrep did not record it.
+    :param sizes: ``(target, arch)`` → the tested image's size in bytes (from ``tests.sizes``);
+        absent when the test sitrep did not record it.
     :param files: the sitrep files read, for the report.
     """
 
     builds: Dict[Tuple[str, str], str] = field(default_factory=dict)
     tests: List[TestResult] = field(default_factory=list)
     installed: Dict[Tuple[str, str], Dict[str, str]] = field(default_factory=dict)
+    sizes: Dict[Tuple[str, str], int] = field(default_factory=dict)
     files: List[str] = field(default_factory=list)
 
     def add_build(self, target: str, arch: str, outcome: str) -> None:
@@ -102,21 +115,60 @@ def ancestors(plan: dict, name: str) -> List[str]:
     return out
 
 
-def arch_differences(installed: Mapping[str, Mapping[str, str]]) -> List[str]:
+def distribution_name(name: str) -> str:
+    """A distribution name as pip compares them (PEP 503: lower case, runs of ``-_.`` one ``-``);
+    ``*`` and ``?`` of a pattern are kept."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def arch_differences(installed: Mapping[str, Mapping[str, str]],
+                     expected: Optional[Mapping[str, Sequence[str]]] = None,
+                     predicted: AbstractSet[str] = frozenset()) -> List[str]:
     """Distributions that differ between arches: ``arch`` → ``{name: version}``; one line per
     distribution present on some arches only or at different versions
     (``numpy: 1.26.4 on amd64, 2.0.0 on arm64``; ``absent`` where missing). Fewer than two
-    arches: no differences."""
+    arches: no differences.
+
+    :param expected: arch → distribution name patterns (``fnmatch``: ``nvidia-*``) that may be
+        absent or differ there (``Stage.arch_differences``): such a distribution is compared
+        only between the other arches.
+    :param predicted: distribution names the stage's per-arch locks already give different
+        lines (:func:`bake.pip.lockfiles.lock_differences`): not a difference.
+    """
     if len(installed) < 2:
         return []
     arches = sorted(installed)
     names = sorted({n for dists in installed.values() for n in dists})
     out = []
     for name in names:
-        seen = {arch: installed[arch].get(name) for arch in arches}
+        if name in predicted:
+            continue
+        compared = [a for a in arches if not any(fnmatch.fnmatchcase(name, distribution_name(p))
+                                                  for p in (expected or {}).get(a, ()))]
+        seen = {arch: installed[arch].get(name) for arch in compared}
         if len(set(seen.values())) > 1:
             out.append(f"{name}: " + ", ".join(f"{v or 'absent'} on {a}" for a, v in seen.items()))
     return out
+
+
+def size_reason(sizes: Mapping[str, int], bound: float = DEFAULT_SIZE_RATIO) -> Optional[str]:
+    """Why an image's sizes on its arches (``arch`` → bytes) hold it back, or ``None``: the
+    largest is more than ``bound`` times the smallest (exactly ``bound`` times passes; an arch
+    of 0 bytes beside a larger one is held). Fewer than two arches: ``None``.
+
+    :returns: ``image size differs between arches: 4,454,000,000 bytes on amd64, 765,000,000
+        bytes on arm64 (5.82 times, more than 2)``.
+    """
+    if len(sizes) < 2:
+        return None
+    large = max(sorted(sizes), key=lambda a: sizes[a])
+    small = min(sorted(sizes), key=lambda a: sizes[a])
+    if sizes[large] <= sizes[small] * bound:
+        return None
+    ratio = sizes[large] / sizes[small] if sizes[small] else math.inf
+    times = f"{ratio:.2f} times" if math.isfinite(ratio) else "an empty image beside"
+    return (f"image size differs between arches: {sizes[large]:,} bytes on {large}, {sizes[small]:,} bytes on "
+            f"{small} ({times}, more than {bound:g})")
 
 
 @dataclass(frozen=True)
@@ -126,23 +178,35 @@ class Decision:
     :param dated: its dated tags may be published (it built on every arch).
     :param floating: its floating tags may move.
     :param reasons: why not, one line each (empty when ``floating``).
+    :param sizes: ``(arch, bytes)`` of the image's own size per arch, as the test sitreps recorded
+        it (empty: none recorded), for the report's arch comparison.
+    :param distributions: ``(arch, count)`` of the distributions installed per arch (empty: none recorded).
+    :param differing: how many distributions differ between its arches and are held against it
+        (declared and predicted differences left out).
     """
 
     target: str
     dated: bool
     floating: bool
     reasons: Tuple[str, ...] = ()
+    sizes: Tuple[Tuple[str, int], ...] = ()
+    distributions: Tuple[Tuple[str, int], ...] = ()
+    differing: int = 0
 
 
 def _stage_of(composition: Composition) -> Dict[str, str]:
     return {tname: stage.name for stage in composition.stages.values() for tname, _ in target_names(stage)}
 
 
-def decide(composition: Composition, evidence: Evidence, limit: int = 20) -> Dict[str, Decision]:
+def decide(composition: Composition, evidence: Evidence, limit: int = 20, size_ratio: float = DEFAULT_SIZE_RATIO,
+           predicted: Optional[Mapping[str, AbstractSet[str]]] = None) -> Dict[str, Decision]:
     """The gate's :class:`Decision` of every published target of ``composition`` (a multi-arch
     plan, as ``publish`` composes it), from ``evidence``.
 
     :param limit: at most this many reasons are kept per image (the count of the rest is said).
+    :param size_ratio: the bound of :func:`size_reason` (``publish --arch-size-ratio``).
+    :param predicted: stage name → distribution names its per-arch locks give different lines
+        (:func:`bake.pip.lockfiles.lock_differences`): those differences are not held.
     :returns: target name → decision, in plan order.
     """
     plan = composition.plan
@@ -154,6 +218,7 @@ def decide(composition: Composition, evidence: Evidence, limit: int = 20) -> Dic
         arches = [arch_of_platform(p) for p in target["platforms"]]
         own = [a for a in arches if evidence.builds.get((name, a)) != PASS]
         reasons: List[str] = []
+        differing = 0
         for who in _chain(plan, name, stage_of):
             role = "" if stage_of.get(who) == stage_of.get(name) else f"ancestor {stage_of.get(who, who)}: "
             for arch in arches:
@@ -163,13 +228,28 @@ def decide(composition: Composition, evidence: Evidence, limit: int = 20) -> Dic
                 elif outcome != PASS:
                     reasons.append(f"{role}{who} {outcome if outcome != 'fail' else 'failed'} on {arch}")
             reasons += _test_reasons(composition, stage_of.get(who), arches, evidence, role)
-            for line in arch_differences({a: evidence.installed[(who, a)] for a in arches
-                                          if (who, a) in evidence.installed}):
+            stage = composition.stages.get(stage_of.get(who, ""))
+            expected = {arch_of_platform(p): tuple(names) for p, names in
+                        (getattr(stage, "arch_differences", None) or {}).items()}
+            differences = arch_differences({a: evidence.installed[(who, a)] for a in arches
+                                            if (who, a) in evidence.installed}, expected,
+                                           (predicted or {}).get(stage_of.get(who, ""), frozenset()))
+            if who == name:
+                differing = len(differences)
+            for line in differences:
                 reasons.append(f"{role}{who}: arches differ: {line}")
+            size = size_reason({a: evidence.sizes[(who, a)] for a in arches if (who, a) in evidence.sizes},
+                               size_ratio)
+            if size:
+                reasons.append(f"{role}{who}: {size}")
         reasons = list(dict.fromkeys(reasons))  # a meal kit and its final share their stage's tests
         if len(reasons) > limit:
             reasons = reasons[:limit] + [f"and {len(reasons) - limit} more"]
-        out[name] = Decision(name, dated=not own, floating=not reasons, reasons=tuple(reasons))
+        out[name] = Decision(name, dated=not own, floating=not reasons, reasons=tuple(reasons),
+                             sizes=tuple((a, evidence.sizes[(name, a)]) for a in arches if (name, a) in evidence.sizes),
+                             distributions=tuple((a, len(evidence.installed[(name, a)])) for a in arches
+                                                 if (name, a) in evidence.installed),
+                             differing=differing)
     return out
 
 

@@ -141,6 +141,10 @@ class Stage:
     :param tests: smoke tests run in the final image (the single image of a ``single`` stage) by
         ``bake-plan test``: command strings (``sh -c``) or :class:`ImageTest` objects; bake-plan
         turns each string into an :class:`ImageTest`. A stage with tests needs an ``image``.
+    :param arch_differences: platform → distribution names (``fnmatch`` patterns, compared as pip
+        normalises names: ``nvidia-*``) that may be absent or of another version in the image on
+        that platform (``{"linux/arm64": ("nvidia-*", "jaxlib-cuda*")}``): ``publish --sitrep``
+        compares them only between the other platforms. Each platform is one of ``platforms``.
     :param lint_ignore: rule → why it does not apply to this stage, for ``bake-plan lint``
         (``{"DL3008": "apt packages follow the base image's release"}``): a hadolint rule
         (``DL3008``, ``SC2086``) or a BuildKit check (``FromAsCasing``); the reason is one line.
@@ -176,6 +180,7 @@ class Stage:
     variant_of: Optional[str] = None
     tests: Tuple[Union[str, ImageTest], ...] = ()
     lint_ignore: Mapping[str, str] = field(default_factory=dict)
+    arch_differences: Mapping[str, Tuple[str, ...]] = field(default_factory=dict)
     plugin: str = ""
 
     def build_args(self) -> dict:

@@ -241,6 +241,7 @@ def validate(stage: object, plugin: str, checked_contexts: Optional[Set[Tuple[st
     for rule, reason in lint_ignore.items():
         if not reason.strip() or control_fault(reason, allow=""):
             raise fail("lint_ignore", f"{rule}: the reason must be one line of text saying why the rule does not apply")
+    arch_differences = _check_arch_differences(stage, platforms, fail)
     variant_fields = check_variants(stage, fail)
 
     return dataclasses.replace(
@@ -258,8 +259,37 @@ def validate(stage: object, plugin: str, checked_contexts: Optional[Set[Tuple[st
         sources=sources,
         tests=tests,
         lint_ignore=lint_ignore,
+        arch_differences=arch_differences,
         plugin=plugin,
     )
+
+
+_DISTRIBUTION_PATTERN = re.compile(r"[A-Za-z0-9*?][A-Za-z0-9._*?-]{0,199}\Z")
+
+
+def _check_arch_differences(stage: Stage, platforms: Tuple[str, ...], fail) -> dict:
+    """The stage's ``arch_differences``: platform (one of the stage's) → a tuple of distribution
+    name patterns (letters, digits, ``._-`` and the wildcards ``*?``, at most 200 characters)."""
+    value = stage.arch_differences
+    if not isinstance(value, collections.abc.Mapping):
+        raise fail("arch_differences", f"expected a mapping of platform to distribution names, got {type(value).__name__}")
+    out = {}
+    for platform, names in value.items():
+        try:
+            key = check_platform(platform)
+        except (ValueError, AttributeError, TypeError) as err:
+            raise fail("arch_differences", f"{platform!r:.60}: {err}") from None
+        if key not in platforms:
+            raise fail("arch_differences", f"platform {key} is not one of the stage's ({', '.join(platforms)})")
+        if isinstance(names, (str, bytes)) or not isinstance(names, (list, tuple)) or not names:
+            raise fail("arch_differences", f"{key}: expected a non-empty list of distribution names, got "
+                                           f"{type(names).__name__} {names!r:.40}")
+        for name in names:
+            if not isinstance(name, str) or not _DISTRIBUTION_PATTERN.match(name):
+                raise fail("arch_differences", f"{key}: {name!r:.60} is not a distribution name or pattern "
+                                               "(letters, digits, '._-', and the wildcards '*' and '?')")
+        out[key] = tuple(dict.fromkeys(names))
+    return out
 
 
 def _check_tests(stage: Stage, platforms: Tuple[str, ...], fail) -> Tuple[ImageTest, ...]:

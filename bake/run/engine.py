@@ -1274,6 +1274,25 @@ def pull_image(ref: str, platform: str, timeout_s: float = PULL_TIMEOUT_S) -> No
         raise EngineError(f"the docker CLI was not found: {err}") from None
 
 
+def image_size(ref: str, platform: str, timeout_s: float = ENGINE_TIMEOUT_S) -> Optional[int]:
+    """The size of ``ref`` for ``platform`` in the engine's image store, in bytes, as ``docker
+    image inspect --platform PLATFORM --format {{.Size}}`` gives it (the image's layers as the
+    store keeps them; with the containerd image store, the platform's content there); an engine
+    without ``--platform`` is asked without it (its store holds one platform per tag). Each call is
+    bounded by ``timeout_s`` seconds.
+
+    :returns: the bytes, or ``None`` when the engine did not tell (no such image, no answer).
+    """
+    for words in (["--platform", platform], []):
+        try:
+            code, out, _ = run_docker(["image", "inspect", *words, "--format", "{{.Size}}", ref], timeout_s)
+        except EngineError:
+            return None
+        if code == 0 and out.strip().isdigit():
+            return int(out.strip())
+    return None
+
+
 def local_image_exists(ref: str) -> bool:
     """True when ``ref`` is in the engine's image store (``docker image inspect``, bounded by
     :data:`ENGINE_TIMEOUT_S`).

@@ -195,7 +195,7 @@ def bounded(lines: Sequence[str], line_bytes: int = TEST_LINE_BYTES, total: int 
 def merged_tests(earlier: dict, tests: dict, ran: Optional[Sequence[Tuple[str, str]]] = None,
                  requested: Sequence[str] = ()) -> dict:
     """The ``tests`` block of a later run merged into an earlier one's: the earlier results (and
-    ``installed`` entries) of the ``(target, platform)`` pairs in ``ran`` (default: the pairs of
+    ``installed`` and ``sizes`` entries) of the ``(target, platform)`` pairs in ``ran`` (default: the pairs of
     ``tests``' results) dropped, this run's added after the rest; the summary, counts, outcome and
     badge label made again of them all (:func:`bake.run.sitrep.make_tests`). A malformed earlier
     entry is dropped."""
@@ -213,8 +213,9 @@ def merged_tests(earlier: dict, tests: dict, ran: Optional[Sequence[Tuple[str, s
     stages = list(dict.fromkeys([r["stage"] for r in old] + list(requested)))
     label = f"{', '.join(stages)} tests" if requested else tests["badge_label"]
     block = sitrep.make_tests(label, old + list(tests["results"]))
-    if "installed" in tests:
-        block["installed"] = kept(earlier.get("installed")) + list(tests["installed"])
+    for key in ("installed", "sizes"):
+        if key in tests:
+            block[key] = kept(earlier.get(key)) + list(tests[key])
     return block
 
 
@@ -337,6 +338,7 @@ def run_image_tests(composition: Composition, reports: TestReports, local: bool 
     results = run_cases(found, engine.run_in_image, None if local else engine.pull_image, echo=echo)
     block = sitrep.make_tests(label, results)
     block["installed"] = installed_distributions(found, results, engine.run_in_image)
+    block["sizes"] = image_sizes(found, results, engine.image_size)
     return reports.write(block, ran=[(c.target, c.platform) for c in found], requested=composition.requested)["tests"]
 
 
@@ -369,17 +371,42 @@ def installed_distributions(found: Sequence[Case], results: Sequence[dict], run:
 
     :param run: :func:`bake.run.engine.run_in_image`-shaped.
     """
-    unrun = {(r["target"], r["platform"]) for r in results if r["exit_code"] is None}
-    out, seen = [], set()
-    for case in found:
-        key = (case.target, case.platform, case.image)
-        if key in seen or (case.target, case.platform) in unrun:
-            continue
-        seen.add(key)
+    out = []
+    for case in _ran_once(found, results):
         ran = run(case.image, case.platform, _INSTALLED_ARGV, INSTALLED_TIMEOUT_S, keep=INSTALLED_KEEP)
         dists = _listing(ran)
         if dists is not None:
             out.append({"target": case.target, "platform": case.platform, "distributions": dists})
+    return out
+
+
+def _ran_once(found: Sequence[Case], results: Sequence[dict]) -> List[Case]:
+    """Each tested image once per target and platform, leaving out those whose tests could not
+    run (their pull failed: ``exit_code`` ``None``)."""
+    unrun = {(r["target"], r["platform"]) for r in results if r["exit_code"] is None}
+    out, seen = [], set()
+    for case in found:
+        key = (case.target, case.platform, case.image)
+        if key not in seen and (case.target, case.platform) not in unrun:
+            seen.add(key)
+            out.append(case)
+    return out
+
+
+def image_sizes(found: Sequence[Case], results: Sequence[dict], size: Callable[[str, str], Optional[int]]
+                ) -> List[dict]:
+    """The size of each tested image, once per image and platform, after its tests:
+    ``[{"target", "platform", "size_bytes"}]`` (``publish --sitrep`` holds back an image whose
+    largest arch is more than ``--arch-size-ratio`` times its smallest). An image whose tests
+    could not run (its pull failed), or whose size the engine did not give, is left out.
+
+    :param size: :func:`bake.run.engine.image_size`-shaped: ``(ref, platform)`` → bytes or ``None``.
+    """
+    out = []
+    for case in _ran_once(found, results):
+        found_size = size(case.image, case.platform)
+        if found_size is not None:
+            out.append({"target": case.target, "platform": case.platform, "size_bytes": found_size})
     return out
 
 

@@ -19,13 +19,15 @@ Registry calls are :class:`Registry`'s callables (:mod:`bake.run.engine`'s, each
 from __future__ import annotations
 
 import datetime
+import os
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from bake.errors import BakePlanError
+from bake.errors import BakePlanError, OutputError
 from bake.run.engine import repository_of
 from bake.plan.gate import GATE_ANNOTATION, GATE_REASON_ANNOTATION, PASS, Decision, is_dated
 from bake.run.publish import Manifest
+from bake.run.sitrep import SUMMARY_BYTES, _bytes, _within, markdown_text
 
 
 @dataclass
@@ -254,3 +256,105 @@ def promote(moves: Sequence[Promotion], registry: Registry, force: bool = False,
         out.failed = f"moving {move.tag} failed: {err}"
         out.rolled_back = roll_back(moved, out.previous, registry)
     return out, refusals
+
+
+def arch_comparison(decision: Optional[Decision]) -> str:
+    """The arch comparison of one image as the reports show it: ``amd64 4.45 GB, arm64 765.00 MB
+    (5.82×); 120 distributions on amd64, 118 on arm64, 2 differ``; ``""`` when the test sitreps
+    recorded neither."""
+    if decision is None:
+        return ""
+    parts = []
+    if decision.sizes:
+        sizes = dict(decision.sizes)
+        text = ", ".join(f"{arch} {_bytes(size)}" for arch, size in decision.sizes)
+        if len(sizes) > 1 and min(sizes.values()):
+            text += f" ({max(sizes.values()) / min(sizes.values()):.2f}×)"
+        parts.append(text)
+    if decision.distributions:
+        counts = ", ".join(f"{n} on {arch}" if i else f"{n} distributions on {arch}"
+                           for i, (arch, n) in enumerate(decision.distributions))
+        parts.append(f"{counts}, {decision.differing} differ" if len(decision.distributions) > 1 else counts)
+    return "; ".join(parts)
+
+
+def publish_markdown(date: datetime.date, decisions: Optional[Mapping[str, Decision]],
+                     dated: Sequence[Manifest], moving: Sequence[Manifest], kept: Sequence[Manifest],
+                     outcome: Optional[Outcome], retries: int = 0, waited_s: float = 0.0,
+                     all_or_nothing: bool = False, limit: int = SUMMARY_BYTES) -> str:
+    """The publish summary for ``$GITHUB_STEP_SUMMARY``: a heading, one table row per image
+    (its dated tags published, its floating tags moved or held and why, the arch comparison:
+    :func:`arch_comparison`), then the retries, a rollback and a failure, at most ``limit`` bytes
+    (UTF-8; rows past it are left out and a line says so). Every name, tag and reason is escaped by
+    the summaries' one escaping (:func:`bake.run.sitrep.markdown_text`).
+
+    :param outcome: what :func:`publish_gated` did; ``None`` for a dry run (what it would do).
+    :param retries: registry calls tried again; ``waited_s`` the seconds waited between them.
+    """
+    done = {tag for tag, _ in outcome.created} if outcome is not None else {m.tag for m in [*dated, *moving]}
+    if outcome is not None and outcome.missing:
+        done = set()
+    targets = list(dict.fromkeys([*(decisions or {}), *(m.target for m in [*dated, *moving, *kept])]))
+    held = [t for t in targets if any(m.target == t for m in kept)]
+    failed = outcome is not None and bool(outcome.missing or outcome.failed)
+    icon = "❌" if failed else ("⚠️" if held else "✅")
+    verb = "would publish" if outcome is None else "publish"
+    moved_for = {m.target for m in moving if m.tag in done}
+    head = [f"### {icon} {markdown_text(f'{verb} {date.isoformat()}')}: {len(targets)} image(s), floating tags "
+            f"moved for {len(moved_for)}, held for {len(held)}"
+            + ("" if decisions is not None else " (no gate applied: no --sitrep)"), ""]
+    rows = ["| image | dated tags | floating tags | why | arches |", "|---|---|---|---|---|"]
+
+    def tags(manifests, target) -> List[str]:
+        return [markdown_text(_short(m.tag), "code") for m in manifests if m.target == target]
+
+    for target in targets:
+        decision = (decisions or {}).get(target)
+        published = tags([m for m in dated if m.tag in done], target)
+        moved = tags([m for m in moving if m.tag in done], target)
+        stayed = tags(kept, target)
+        floating = "<br>".join(([f"moved {', '.join(moved)}"] if moved else [])
+                               + ([f"held {', '.join(stayed)}"] if stayed else []))
+        if decision is not None and decision.reasons:
+            why = "<br>".join(markdown_text(r) for r in decision.reasons)
+        elif stayed and all_or_nothing:
+            why = "--all-or-nothing: another image is held"
+        else:
+            why = "passed" if decision is not None else ""
+        rows.append("| " + " | ".join([markdown_text(target, "code"), ", ".join(published), floating, why,
+                                       markdown_text(arch_comparison(decision))]) + " |")
+    tail: List[List[str]] = []
+    if retries:
+        tail.append(["", f"{retries} registry call(s) retried ({waited_s:g} s waited)"])
+    if outcome is not None:
+        if outcome.missing:
+            tail.append(["", f"Not published: {len(outcome.missing)} per-arch image(s) missing; no tag was created."])
+        if outcome.failed:
+            tail.append(["", f"Stopped: {markdown_text(outcome.failed)}"])
+        for tag, digest, how in outcome.rolled_back:
+            tail.append(["", f"Rolled back ({how}): {markdown_text(tag, 'code')}"
+                             + (f" on {markdown_text(digest, 'code')}" if digest else "")])
+    return _within(head, rows, tail, limit)
+
+
+def _short(tag: str) -> str:
+    """``repo/name:latest`` → ``name:latest`` (the repository's last part and the tag)."""
+    return tag.rsplit("/", 1)[-1]
+
+
+def append_summary(path: str, render: Callable[[int], str]) -> None:
+    """Append ``render(room)`` to ``$GITHUB_STEP_SUMMARY`` at ``path``: ``room`` is what is left of
+    :data:`bake.run.sitrep.SUMMARY_BYTES` beside what the file holds already (GitHub drops a
+    larger summary whole). Checked first by :func:`bake.run.build._appendable`.
+
+    :raises OutputError: it cannot be appended to (one line naming it).
+    """
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        size = 0
+    try:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(render(max(SUMMARY_BYTES - size, 0)))
+    except OSError as err:
+        raise OutputError(f"cannot append to $GITHUB_STEP_SUMMARY {path}: {err.strerror or err}") from None

@@ -28,6 +28,7 @@ Keys (``bake-plan config`` prints them merged)::
     sbom-generator = "localhost:5000/syft-scanner:1"  # --sbom-generator (default docker/buildkit-syft-scanner)
     progress = "plain"   # build --progress: auto | tty | plain | quiet | rawjson
     install = "bake-plan @ git+https://github.com/acme/bake-plan@v0.2"  # what the CI workflow pip-installs
+    arch-size-ratio = 2.5  # publish --arch-size-ratio: largest arch's image / smallest's before it is held
 
     [plugins]                                  # entry-point names
     disable = ["xla-ci"]                       # blocked before loading
@@ -70,7 +71,7 @@ PYPROJECT_TABLE = ("tool", "bake-plan")
 # The schema. Leaves are shapes: "str", "date" (a string or a TOML date), "strs" (list of strings),
 # "value"/"values" (a string / list of strings whose content only its parser in bake.settings.values
 # checks, so the file and the flag refuse a bad one with the same words),
-# "table" (string → string), "axes" (string → list of strings); a dict is a sub-table;
+# "number" (an integer, a float, or a string its parser reads), "table" (string → string), "axes" (string → list of strings); a dict is a sub-table;
 # ("each", sub-schema) is a table of them by name (one per stage, per source).
 _SOURCE = {"url": "str", "ref": "str"}
 _STAGE = {"args": "table", "sources": ("each", _SOURCE), "base-image": "str", "variants": "axes",
@@ -91,6 +92,7 @@ SCHEMA: Dict[str, Any] = {
     "sbom-generator": "value",
     "install": "value",
     "allow": "strs",
+    "arch-size-ratio": "number",
     "plugins": {"enable": "strs", "disable": "strs"},
     "stages": ("each", _STAGE),
 }
@@ -290,6 +292,9 @@ def _check(config: FileConfig, data: Any, schema: Any, keys: Tuple[str, ...]) ->
     elif schema == "value":  # a string whose content its parser checks, as for the flag
         if not isinstance(data, str):
             raise fail(_not_a_string(data))
+    elif schema == "number":  # its parser checks the value, as for the flag's text
+        if isinstance(data, bool) or not isinstance(data, (int, float, str)):
+            raise fail(f"expected a number, got {_type(data)}")
     elif schema == "values":
         if not isinstance(data, list):
             raise fail(f"expected a list of strings, got {_type(data)}")

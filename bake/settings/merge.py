@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
 from bake.errors import ConfigError, UsageError, did_you_mean
+from bake.plan.gate import DEFAULT_SIZE_RATIO
 from bake.plan.compose import DEFAULT_SBOM_GENERATOR, ParentImage, PlanOptions, attestations
 from bake.plan.overrides import StageOverride
 from bake.plan.plugins import CORE_PLUGINS, ENV_PLUGINS_DISABLE, entry_point_names
@@ -44,6 +45,7 @@ FLAGS = {
     "sbom-generator": "--sbom-generator",
     "progress": "--progress",
     "allow": "--allow",
+    "arch-size-ratio": "--arch-size-ratio",
 }
 """Configuration keys a command-line flag can set too, and the flag."""
 
@@ -55,6 +57,7 @@ _FLAG_VALUES = {  # configuration key → the command line's name for it (argpar
     "provenance": "provenance", "sbom": "sbom", "sbom-generator": "sbom_generator",
     "progress": "progress",
     "allow": "allow",
+    "arch-size-ratio": "arch_size_ratio",
 }
 
 DEFAULTS: Dict[str, Any] = {
@@ -72,6 +75,7 @@ DEFAULTS: Dict[str, Any] = {
     "sbom-generator": DEFAULT_SBOM_GENERATOR,
     "progress": "auto",  # build: tty on a terminal, else plain
     "allow": (),  # no privilege beyond reading the contexts
+    "arch-size-ratio": DEFAULT_SIZE_RATIO,  # publish --sitrep: largest arch's image / smallest's
     "install": None,  # the CI workflow's bake-plan: how this one was installed (bake.version)
     "plugins.enable": None,  # every installed plugin
     "plugins.disable": (),
@@ -310,6 +314,8 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
         raise UsageError("--metadata-targets needs --metadata-bake-file (the file docker/metadata-action writes)")
     if provenance["sbom-generator"].source == FLAGS["sbom-generator"] and not provenance["sbom"].value:
         raise UsageError("--sbom-generator is only used with an SBOM: add --sbom (or sbom = true in the configuration)")
+    if provenance["arch-size-ratio"].source == FLAGS["arch-size-ratio"] and not flag("sitrep"):
+        raise UsageError("--arch-size-ratio is only used by publish's gate: add --sitrep (or drop --arch-size-ratio)")
     wheelhouse = provenance["wheelhouse"].value
     if command == "lock":
         _lock_in_image_flags(given)
@@ -452,6 +458,8 @@ def _parse(key: str, value: Any, where: str, base: Optional[Path] = None) -> Any
         return values.names(value, where, "target name")
     if key == "allow":
         return values.entitlements(value, where)
+    if key == "arch-size-ratio":
+        return values.size_ratio(value, where)
     return value
 
 

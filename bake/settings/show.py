@@ -54,6 +54,8 @@ def _toml_value(value: Any) -> str:
         return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
     if isinstance(value, datetime.date):
         return json.dumps(value.isoformat())
+    if isinstance(value, (int, float)):  # a setting's number is finite (its parser says so)
+        return repr(value)
     raise TypeError(f"cannot write {type(value).__name__} as TOML")
 
 

@@ -6,7 +6,8 @@ registry is asked anything. What they say together is a :class:`bake.plan.gate.E
 The shape read (:mod:`bake.run.sitrep`): ``targets.<name>`` with ``outcome`` (a string) and
 ``platforms`` (strings), and after ``bake-plan test`` ``tests.results[]`` with ``stage``,
 ``target``, ``platform``, ``test``, ``outcome`` (strings) and ``tests.installed[]`` with
-``target``, ``platform`` and ``distributions`` (name → version). Other keys are ignored.
+``target``, ``platform`` and ``distributions`` (name → version), and ``tests.sizes[]`` with
+``target``, ``platform`` and ``size_bytes`` (a non-negative integer). Other keys are ignored.
 """
 
 from __future__ import annotations
@@ -121,3 +122,16 @@ def _read_one(data, path: Path, where: str, evidence: Evidence) -> None:
             dists[_text(name, path, f"{field}.distributions", where)] = \
                 _text(version, path, f"{field}.distributions.{name}", where)
         evidence.installed[(target, arch)] = dists
+    sizes = tests.get("sizes", [])
+    if not isinstance(sizes, list):
+        raise UsageError(f"{where} {path}: tests.sizes is not a list")
+    for i, entry in enumerate(sizes):
+        field = f"tests.sizes[{i}]"
+        if not isinstance(entry, dict):
+            raise UsageError(f"{where} {path}: {field} is not a table")
+        target = _text(entry.get("target"), path, f"{field}.target", where)
+        arch = arch_of_platform(_text(entry.get("platform"), path, f"{field}.platform", where))
+        size = entry.get("size_bytes")
+        if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size < 2 ** 63:
+            raise UsageError(f"{where} {path}: {field}.size_bytes is not a number of bytes")
+        evidence.sizes[(target, arch)] = size

@@ -11,6 +11,7 @@ platform, image reference, digest) are :mod:`bake.plan.names`, which the stage c
 from __future__ import annotations
 
 import datetime
+import math
 import os
 import re
 from pathlib import Path
@@ -291,6 +292,24 @@ def progress(value: str, where: str) -> str:
         raise error(where, f"{value!r} is not a progress mode{did_you_mean(value, PROGRESS_MODES)} "
                            f"(choose from {', '.join(PROGRESS_MODES)})")
     return value
+
+
+def size_ratio(value, where: str) -> float:
+    """``publish --arch-size-ratio`` / ``arch-size-ratio``: how many times the smallest arch's image
+    the largest may be (:func:`bake.plan.gate.size_reason`), a finite number of at least 1 (an
+    integer, a float, or its text: ``2``, ``2.5``).
+
+    :raises UsageError/ConfigError: anything else, one line naming where it came from."""
+    if isinstance(value, str):
+        _filled(value, where)
+    try:
+        ratio = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        ratio = math.nan
+    if not (math.isfinite(ratio) and ratio >= 1):
+        raise error(where, f"{value!r:.40} is not a size ratio: a number of at least 1 (the largest arch's image "
+                           "over the smallest's, e.g. 2)")
+    return ratio
 
 
 def secrets(values: Sequence[str], where: str = "--secret") -> Tuple[SecretSpec, ...]:
