@@ -50,6 +50,10 @@ def test_a_cache_read_and_written_a_missing_one_and_a_failed_export_are_told_apa
         vertex("c-own", "[ch-c] importing cache manifest from localhost:5555/ch/ch-c:cache", started=T0),
     ]
     assert _caches(lines) == {"ch-a": {"read": True, "written": True}, "ch-b": {"read": False, "written": False}}
+    # two exports of one target (one per cache-to): written only when both finished
+    both = [vertex("c-export-1", "[ch-c] exporting cache to registry", completed=T1),
+            vertex("c-export-2", "[ch-c] exporting cache to client directory", completed=T1, error="disk full")]
+    assert _caches(lines + both)["ch-c"] == {"read": None, "written": False}
     report = make_sitrep(_plan(), "ch build", 0, [], {n: {"containerimage.digest": OTHER} for n in ("ch-a", "ch-b", "ch-c")},
                          {}, steps={}, caches=_caches(lines))
     got = {n: (t["cache_read"], t["cache_written"], t["cache_warning"]) for n, t in report["targets"].items()}

@@ -443,20 +443,17 @@ class ProgressReader:
         out: Dict[str, Dict[str, Optional[bool]]] = {}
         for vertex in self.vertices.values():
             if _HARMLESS in vertex.name:
-                key, ok = "read", not vertex.error
-                if not vertex.error and vertex.completed is None:
-                    continue  # not finished: says nothing yet
-                merge = any
+                key, either = "read", True  # one cache read is a read
             elif _CACHE_EXPORT in vertex.name:
-                key, ok = "written", not vertex.error
-                if not vertex.error and vertex.completed is None:
-                    continue
-                merge = all
+                key, either = "written", False  # every export must have finished
             else:
                 continue
+            if not vertex.error and vertex.completed is None:
+                continue  # not finished: says nothing yet
+            ok = not vertex.error
             for target in vertex.labels:
                 seen = out.setdefault(target, {"read": None, "written": None})
-                seen[key] = ok if seen[key] is None else merge((seen[key], ok))
+                seen[key] = ok if seen[key] is None else ((seen[key] or ok) if either else (seen[key] and ok))
         return out
 
     def transfers(self) -> Dict[str, int]:
