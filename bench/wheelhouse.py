@@ -148,6 +148,60 @@ def measure(bake_plan: str, repeat: int, set_name: str = "jax", workdir: Optiona
     return [result]
 
 
+def _lock_python(lock: Path) -> str:
+    """The Python a lock was made for (its ``# bake-plan python:`` header line), as ``3.N``."""
+    for row in lock.read_text().splitlines():
+        if row.startswith("# bake-plan python:"):
+            return ".".join(row.split(":", 1)[1].strip().split(".")[:2])
+    raise RuntimeError(f"{lock}: no '# bake-plan python:' header line")
+
+
+def measure_project(bake_plan: str, project: Path, target: str, repeat: int,
+                    workdir: Optional[Path] = None) -> List[WheelhouseResult]:
+    """A real family, online: in ``project`` (a directory with the family's ``bake-plan.toml``,
+    its plugin installed where ``bake_plan`` runs), lock ``target`` once, timed with an empty uv
+    cache, then alternately, ``repeat`` times each into a new empty directory: A, ``bake-plan
+    wheelhouse --target TARGET``, and P, one ``pip download --no-deps --prefer-binary`` of the
+    lock's pins (the call A makes, sdists left unbuilt). Both use pip's own configuration (the
+    machine's index) and pip's cache (shared, so every run after the first of each finds it warm).
+
+    :returns: one result; the lock's seconds are printed on stderr.
+    :raises RuntimeError: a side failed, or A lacks a wheel P fetched.
+    """
+    from bake.pip.wheelhouse import download_argv
+
+    with tempfile.TemporaryDirectory(prefix="bake-plan-wheelbench-", dir=workdir) as tmp:
+        root = Path(tmp)
+        env = dict(os.environ, UV_CACHE_DIR=str(root / "uv"))
+        locks = root / "locks"
+        lock_s = timed([bake_plan, "lock", "--quiet", "--target", target, "--locks-dir", str(locks)], project, env)
+        lock = locks / f"{target}.txt"
+        pinned = pins(lock)
+        (root / "pins.txt").write_text("".join(p + "\n" for p in pinned))
+        python = _lock_python(lock)
+        print(f"bench: wheelhouse: lock of {target} ({len(pinned)} pins), empty uv cache: {lock_s.seconds:.1f} s, "
+              f"load {os.getloadavg()[0]:.1f}", file=sys.stderr)
+        argv = {SIDES[0]: [bake_plan, "wheelhouse", "--quiet", "--target", target, "--locks-dir", str(locks), "-o"],
+                SIDES[1]: None}
+        runs: Dict[str, List[float]] = {side: [] for side in SIDES}
+        for i in range(repeat):
+            for side in SIDES:
+                out = root / f"out-{i}-{side.split()[0]}"
+                cmd = argv[side] + [str(out)] if argv[side] else (
+                    download_argv(python, PLATFORM, out, only_binary=False) + ["-r", str(root / "pins.txt")])
+                load = os.getloadavg()[0]
+                seconds = timed(cmd, project, os.environ.copy()).seconds
+                runs[side].append(seconds)
+                print(f"bench: wheelhouse: {side} {seconds:.1f} s (load {load:.1f} before)", file=sys.stderr)
+            fetched = {p.name for p in (root / f"out-{i}-pip").glob("*.whl")}
+            made = {p.name for p in (root / f"out-{i}-bake-plan").glob("*.whl")}
+            if not fetched <= made:
+                raise RuntimeError(f"the wheelhouse lacks wheels pip download fetched: {sorted(fetched - made)}")
+            for out in root.glob(f"out-{i}-*"):
+                shutil.rmtree(out, ignore_errors=True)
+        return [WheelhouseResult(target, len(pinned), {s: statistics.median(t) for s, t in runs.items()})]
+
+
 def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.0f}"
 
@@ -180,11 +234,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--bake-plan", help="the bake-plan console script (default: beside this Python)")
     parser.add_argument("--markdown", action="store_true", help="print the report as Markdown")
     parser.add_argument("--check", action="store_true", help="exit 1 when the target is missed")
+    parser.add_argument("--project", type=Path, help="a real family instead, online: the directory of its "
+                        "bake-plan.toml (its plugin installed beside --bake-plan); pip's own configuration")
+    parser.add_argument("--target", help="with --project: the stage to lock and fill the wheelhouse of")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    if (args.project is None) != (args.target is None):
+        parser.error("--project and --target go together")
     bake_plan = args.bake_plan or str(Path(sys.executable).parent / "bake-plan")
-    results = measure(bake_plan, args.repeat, args.set)
+    if args.project is not None:
+        results = measure_project(bake_plan, args.project.resolve(), args.target, args.repeat)
+    else:
+        results = measure(bake_plan, args.repeat, args.set)
     sys.stdout.write(report(results, args.markdown))
     return 1 if args.check and not all(ok for _, ok in checks(results)) else 0
 
