@@ -983,7 +983,43 @@ def record(settings: Settings) -> int:
     :raises bake.errors.UsageError: a sitrep that is missing or not JSON.
     :raises bake.run.engine.RegistryError: the registry refused a record or did not answer.
     """
-    return 0 if _record_sitreps(settings, compose(settings).plan, dry_run=settings.dry_run) else 1
+    plan = compose(settings).plan
+    pushed = _record_sitreps(settings, plan, dry_run=settings.dry_run)
+    if settings.sbom is not None:
+        _write_sboms(settings, plan, settings.sbom)
+    return 0 if pushed else 1
+
+
+def _write_sboms(settings: Settings, plan: dict, directory: Path) -> None:
+    """``record --sbom DIR``: each record the sitreps give for a pushed image, as a CycloneDX SBOM
+    (:func:`bake.plan.sbom.sbom_json`) in ``DIR/<target>-<date>-<arch>.cdx.json``; a line per file.
+
+    :raises bake.errors.UsageError: a sitrep that is missing or not JSON.
+    :raises OutputError: ``DIR`` cannot be made or written.
+    """
+    from bake.documents import DocumentError, read_json
+    from bake.errors import UsageError
+    from bake.plan import records
+    from bake.plan.sbom import sbom_json
+    from bake.settings.sitreps import sitrep_files
+
+    for path in sitrep_files(settings.sitreps):
+        try:
+            data = read_json(path)
+        except (DocumentError, OSError) as err:
+            raise UsageError(f"--sitrep {path}: {err}") from None
+        if not isinstance(data, dict) or not isinstance(data.get("targets"), dict):
+            raise UsageError(f"--sitrep {path}: not a sitrep (no targets)")
+        for rec in records.make_records(plan, data, settings.date):
+            if not (rec["repository"] and rec["outcome"] == "pass" and rec["image_digest"]):
+                continue  # no record is pushed for it either
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise OutputError(f"--sbom {directory}: {err.strerror or err}") from None
+            out = directory / f"{rec['target']}-{settings.date.isoformat()}-{rec['arch']}.cdx.json"
+            write_atomic(str(out), sbom_json(rec), what="the SBOM")
+            print(f"wrote {out}", flush=True)
 
 
 def _record_sitreps(settings: Settings, plan: dict, only=None, create=None, dry_run: bool = False,

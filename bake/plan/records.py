@@ -50,11 +50,9 @@ def repository_of(tag: str) -> str:
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(==|===|@)\s*([^;\s]+)")
 
 
-def pins_of(text: str) -> Dict[str, str]:
-    """The pins of a lock (pip-compile/uv output: ``name==version`` lines, ``\\`` continuations,
-    ``--hash`` options, comments): normalised distribution name (PEP 503) → version, or the URL
-    of a ``name @ url`` line. Lines that pin nothing (options, ``-e`` paths) are left out."""
-    out: Dict[str, str] = {}
+def _pin_lines(text: str) -> Iterable[Tuple[str, str, str]]:
+    """``(normalised name, version or URL, the whole line)`` of each pin of a lock, its ``\\``
+    continuations joined."""
     joined = re.sub(r"\\\r?\n", " ", text)
     for line in joined.splitlines():
         line = line.split(" #", 1)[0].strip()
@@ -62,7 +60,28 @@ def pins_of(text: str) -> Dict[str, str]:
             continue
         m = _NAME.match(line)
         if m:
-            out[re.sub(r"[-_.]+", "-", m.group(1)).lower()] = m.group(3)
+            yield re.sub(r"[-_.]+", "-", m.group(1)).lower(), m.group(3), line
+
+
+def pins_of(text: str) -> Dict[str, str]:
+    """The pins of a lock (pip-compile/uv output: ``name==version`` lines, ``\\`` continuations,
+    ``--hash`` options, comments): normalised distribution name (PEP 503) → version, or the URL
+    of a ``name @ url`` line. Lines that pin nothing (options, ``-e`` paths) are left out."""
+    return {name: version for name, version, _ in _pin_lines(text)}
+
+
+_HASH = re.compile(r"--hash[=\s]\s*(sha256|sha384|sha512):([0-9A-Fa-f]+)")
+
+
+def pin_hashes_of(text: str) -> Dict[str, List[str]]:
+    """The hashes a lock gives each pin (its ``--hash=ALGO:HEX`` options, pip's hash-checking
+    mode): normalised name → ``["sha256:<hex>", …]`` (lower-case hex, in the lock's order); a pin
+    without a hash is left out."""
+    out: Dict[str, List[str]] = {}
+    for name, _, line in _pin_lines(text):
+        found = [f"{algo}:{hexes.lower()}" for algo, hexes in _HASH.findall(line)]
+        if found:
+            out[name] = found
     return out
 
 
@@ -117,6 +136,7 @@ def plan_records(plan: dict, date: Optional[datetime.date] = None) -> List[dict]
                 "repository": repository_of(tags[0]) if tags else None, "tags": tags,
                 "input_digest": (target.get("labels") or {}).get(INPUT_DIGEST_LABEL),
                 "image_digest": None, "pins": pins_of(lock) if lock is not None else None,
+                "hashes": pin_hashes_of(lock) if lock is not None else None,
                 "sources": sources_of(target.get("args") or {}), "base_images": [],
                 "tests": None, "size_bytes": None, "outcome": None,
                 "built_in": f"nightly-{date.isoformat()}" if date else None,
