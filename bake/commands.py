@@ -997,19 +997,10 @@ def _write_sboms(settings: Settings, plan: dict, directory: Path) -> None:
     :raises bake.errors.UsageError: a sitrep that is missing or not JSON.
     :raises OutputError: ``DIR`` cannot be made or written.
     """
-    from bake.documents import DocumentError, read_json
-    from bake.errors import UsageError
     from bake.plan import records
     from bake.plan.sbom import sbom_json
-    from bake.settings.sitreps import sitrep_files
 
-    for path in sitrep_files(settings.sitreps):
-        try:
-            data = read_json(path)
-        except (DocumentError, OSError) as err:
-            raise UsageError(f"--sitrep {path}: {err}") from None
-        if not isinstance(data, dict) or not isinstance(data.get("targets"), dict):
-            raise UsageError(f"--sitrep {path}: not a sitrep (no targets)")
+    for data in _sitrep_documents(settings):
         for rec in records.make_records(plan, data, settings.date):
             if not (rec["repository"] and rec["outcome"] == "pass" and rec["image_digest"]):
                 continue  # no record is pushed for it either
@@ -1022,6 +1013,25 @@ def _write_sboms(settings: Settings, plan: dict, directory: Path) -> None:
             print(f"wrote {out}", flush=True)
 
 
+def _sitrep_documents(settings: Settings):
+    """Each ``--sitrep`` file's content (a directory gives its ``sitrep.json`` files), in order.
+
+    :raises bake.errors.UsageError: a sitrep that is missing, not JSON, or has no ``targets``.
+    """
+    from bake.documents import DocumentError, read_json
+    from bake.errors import UsageError
+    from bake.settings.sitreps import sitrep_files
+
+    for path in sitrep_files(settings.sitreps):
+        try:
+            data = read_json(path)
+        except (DocumentError, OSError) as err:
+            raise UsageError(f"--sitrep {path}: {err}") from None
+        if not isinstance(data, dict) or not isinstance(data.get("targets"), dict):
+            raise UsageError(f"--sitrep {path}: not a sitrep (no targets)")
+        yield data
+
+
 def _record_sitreps(settings: Settings, plan: dict, only=None, create=None, dry_run: bool = False,
                     stream: Optional[TextIO] = None) -> int:
     """Push the records of the targets each ``--sitrep`` names as pushed
@@ -1032,19 +1042,10 @@ def _record_sitreps(settings: Settings, plan: dict, only=None, create=None, dry_
     :raises bake.errors.UsageError: a sitrep that is missing or not JSON.
     :raises bake.run.engine.RegistryError: the registry refused a record or did not answer.
     """
-    from bake.documents import DocumentError, read_json
-    from bake.errors import UsageError
     from bake.run.record import write_records
-    from bake.settings.sitreps import sitrep_files
 
     pushed = 0
-    for path in sitrep_files(settings.sitreps):
-        try:
-            data = read_json(path)
-        except (DocumentError, OSError) as err:
-            raise UsageError(f"--sitrep {path}: {err}") from None
-        if not isinstance(data, dict) or not isinstance(data.get("targets"), dict):
-            raise UsageError(f"--sitrep {path}: not a sitrep (no targets)")
+    for data in _sitrep_documents(settings):
         for ref, why in write_records(plan, data, settings.date, create=create, dry_run=dry_run, only=only):
             if why is None:
                 pushed += 1
