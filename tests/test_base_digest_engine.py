@@ -6,6 +6,7 @@ other; a registry that gives no digest makes them count as changed."""
 from __future__ import annotations
 
 import datetime
+import json
 import uuid
 
 import pytest
@@ -94,3 +95,98 @@ def test_a_base_the_registry_does_not_give_counts_as_changed(tmp_path):
     resolved, after = resolved_digests(family, lambda ref: None if ref.endswith("two:1") else known[ref])
     assert resolved["localhost:5555/x/two:1"] is None
     assert {n for n in before if before[n] != after[n]} == {"other-mealkit", "other"}
+
+
+BASE_FAMILY = '''
+import os
+from bake import Stage, hookimpl
+
+ROOT = os.environ["BASE_FAMILY_DIR"]
+REGISTRY = os.environ["BASE_FAMILY_REGISTRY"]
+
+
+@hookimpl
+def bake_plan_stages():
+    def stage(name, **kw):
+        return Stage(name=name, image=name, registry=REGISTRY, kind="single", context=os.path.join(ROOT, name),
+                     platforms=("linux/amd64",), **kw)
+    return [stage("bd-root", base_image=os.environ["BASE_FAMILY_BASE"]), stage("bd-mid", parent="bd-root"),
+            stage("bd-other")]
+'''
+
+
+def push_base(registry: str, repository: str, tag: str, label: str) -> str:
+    """An image with no layers and the label ``n=label`` under ``tag``; its manifest digest."""
+    import hashlib
+    import json
+    import urllib.request
+
+    config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": []},
+                         "config": {"Labels": {"n": label}}}).encode()
+    config_digest = "sha256:" + hashlib.sha256(config).hexdigest()
+    with urllib.request.urlopen(urllib.request.Request(f"http://{registry}/v2/{repository}/blobs/uploads/",
+                                                       method="POST"), timeout=30) as resp:
+        location = resp.headers["Location"]
+    location = f"http://{registry}{location}" if location.startswith("/") else location
+    sep = "&" if "?" in location else "?"
+    urllib.request.urlopen(urllib.request.Request(f"{location}{sep}digest={config_digest}", data=config, method="PUT",
+                                                  headers={"Content-Type": "application/octet-stream"}),
+                           timeout=30).close()
+    manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                           "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
+                                      "digest": config_digest, "size": len(config)}, "layers": []}).encode()
+    urllib.request.urlopen(urllib.request.Request(
+        f"http://{registry}/v2/{repository}/manifests/{tag}", data=manifest, method="PUT",
+        headers={"Content-Type": "application/vnd.oci.image.manifest.v1+json"}), timeout=30).close()
+    return "sha256:" + hashlib.sha256(manifest).hexdigest()
+
+
+@pytest.mark.engine
+def test_skip_unchanged_rebuilds_the_chain_of_a_base_tag_that_moved(cli, engine, make_plugin, tmp_path):
+    import os
+
+    space = f"bd{uuid.uuid4().hex[:8]}"
+    namespace, base = f"{engine.registry}/{space}", f"{engine.registry}/{space}/base:nightly"
+    push_base(engine.registry, f"{space}/base", "nightly", "1")
+    for name, dockerfile in (("bd-root", "ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nCOPY f /root.txt\n"),
+                             ("bd-mid", "FROM base\nCOPY f /mid.txt\n"),
+                             ("bd-other", "FROM scratch\nCOPY f /other.txt\n")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "Dockerfile").write_text(dockerfile)
+        (tmp_path / name / "f").write_text(name)
+    env = dict(os.environ, BASE_FAMILY_DIR=str(tmp_path), BASE_FAMILY_REGISTRY=namespace, BASE_FAMILY_BASE=base,
+               PYTHONPATH=str(make_plugin(BASE_FAMILY)))
+
+    def night(date: str, record: bool = True):
+        args = ("--target", "bd-mid", "--target", "bd-other", "--platform", "linux/amd64", "--date", date)
+        out = cli("build", *args, "--push", "--skip-unchanged", "--sitrep-dir", f"r-{date}", "-o", f"p-{date}.hcl",
+                  cwd=tmp_path, env=env, check=True)
+        if record:
+            cli("record", *args, "--sitrep", f"r-{date}", cwd=tmp_path, env=env, check=True)
+        return {line.split(":")[1].strip() for line in out.stdout.splitlines() if ": unchanged since" in line}
+
+    assert night("2026-11-27") == set()  # no records yet: everything builds
+    assert night("2026-11-28", record=False) == {"bd-root", "bd-mid", "bd-other"}  # the same base digest
+    push_base(engine.registry, f"{space}/base", "nightly", "2")  # another image under the same tag
+    assert night("2026-11-29") == {"bd-other"}  # the chain from the base builds again, nothing else
+    report = json.loads((tmp_path / "r-2026-11-29" / "sitrep.json").read_text())
+    assert report["targets"]["bd-root"]["digest"] and "unchanged_since" not in report["targets"]["bd-root"]
+
+
+@pytest.mark.engine
+def test_an_unreachable_base_registry_is_said_and_builds_as_usual(cli, engine, make_plugin, tmp_path):
+    import os
+
+    (tmp_path / "bd-root").mkdir()
+    (tmp_path / "bd-root" / "Dockerfile").write_text("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n")
+    for name in ("bd-mid", "bd-other"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "Dockerfile").write_text("FROM scratch\n")
+    base = "127.0.0.1:9/nowhere/base:1"  # nothing listens on the discard port
+    env = dict(os.environ, BASE_FAMILY_DIR=str(tmp_path), BASE_FAMILY_REGISTRY=f"{engine.registry}/bdx",
+               BASE_FAMILY_BASE=base, PYTHONPATH=str(make_plugin(BASE_FAMILY)))
+    out = cli("build", "--target", "bd-mid", "--platform", "linux/amd64", "--skip-unchanged", "--dry-run",
+              cwd=tmp_path, env=env)
+    assert f"bake-plan: base image {base}: its registry gave no digest; the targets built from it count as changed" \
+        in out.stderr
+    assert out.returncode == 0, out.stderr
