@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from pathlib import Path
 
 import pytest
-from conftest import hermetic_pip_env, make_wheel
+from conftest import ROOT, hermetic_pip_env, make_wheel
 
 pytestmark = pytest.mark.engine
 
@@ -132,3 +133,71 @@ def test_the_check_says_what_it_found_in_one_line(engine, cli, make_plugin, tmp_
     site = _site(make_plugin, python, base=base, apt=apt)
     proc, report = _build(cli, tmp_path, site, f"{base}={engine.registry}/{stand_in}", sitrep="sitrep")
     _assert_stopped_at_the_check(report, f"{CHECK}: stage 'pc-root' declares python = \"{python}\", {found}")
+
+
+RECIPE = '''
+from pathlib import Path
+
+from bake import Stage, hookimpl
+
+HERE = Path({here!r})
+
+
+@hookimpl
+def bake_plan_stages():
+    common = dict(registry="localhost:5555/pyrecipe", platforms=("linux/amd64",))
+    return [Stage(name="py-base", kind="single", base_image="python:3.11-slim-bookworm", context=HERE / "py-base",
+                  **common),
+            Stage(name="my-root", image="my-root", parent="py-base", python={python!r}, context=HERE / "my-root",
+                  requirements=("alpha",), **common)]
+'''
+
+
+def test_a_base_of_the_declared_python_as_a_stage_of_the_family_passes_the_check(engine, cli, make_plugin, tmp_path):
+    """docs/plugins.md, "A base of another Python": a ``kind="single"`` stage makes the base, the root
+    (the quick start's template with its meal kit ``FROM base``) builds on it as its parent. The
+    declared Python passes the check and the chain builds (offline, from a wheelhouse); another one
+    stops in the root's meal kit, as on any base."""
+    from test_jaxfamily_engine import _bake_plan  # room for a real build (the cli fixture allows 120 s)
+    from test_lock_image_rules_engine import _tools
+
+    (tmp_path / "py-base").mkdir()
+    (tmp_path / "py-base" / "Dockerfile").write_text(
+        "ARG BASE_IMAGE=python:3.11-slim-bookworm\nFROM ${BASE_IMAGE}\nRUN python3 -c 'import venv, ensurepip'\n")
+    template = (ROOT / "examples" / "bake-plan-quickstart" / "my_plugin" / "my-root" / "Dockerfile").read_text()
+    assert template.count("ARG BASE_IMAGE=python:3.11-slim-bookworm\n") == 1
+    assert template.count("FROM ${BASE_IMAGE} AS mealkit\n") == 1
+    root = template.replace("ARG BASE_IMAGE=python:3.11-slim-bookworm\n", "").replace(
+        "FROM ${BASE_IMAGE} AS mealkit\n", "FROM base AS mealkit\n")
+    (tmp_path / "my-root").mkdir()
+    (tmp_path / "my-root" / "Dockerfile").write_text(root)
+    house = tmp_path / "house"
+    house.mkdir()
+    make_wheel(house, "alpha", "1.0")
+    for wheel in Path(_tools()).glob("*.whl"):
+        (house / wheel.name).write_bytes(wheel.read_bytes())
+    stand_in = f"python:3.11-slim-bookworm={engine.registry}/stand-in/python:bookworm"
+
+    def build(python: str, sitrep: str):
+        site = make_plugin(RECIPE.format(here=str(tmp_path), python=python), name="pyrecipe")
+        namespace = f"localhost:5555/pr{uuid.uuid4().hex[:8]}"
+        proc = _bake_plan("build", "--target", "my-root", "--platform", "linux/amd64", "--registry", namespace, "--date",
+                          DATE, "--load", "--base-image", stand_in, "--wheelhouse", str(house), "--config",
+                          os.devnull, "--sitrep-dir", str(tmp_path / sitrep), "-o", f"{sitrep}.hcl", "--progress",
+                          "rawjson",
+                          cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(site)))
+        return proc, json.loads((tmp_path / sitrep / "sitrep.json").read_text()), f"{namespace}/my-root:latest-amd64"
+
+    proc, report, image = build("3.11.2", "declared")
+    assert proc.returncode == 0 and report["outcome"] == "pass", proc.stderr[-4000:]
+    assert any(CHECK in name for name in _started_steps(proc.stderr))
+    run = engine.docker("run", "--rm", "--network", "none", image, "python", "-c",
+                        "import platform, importlib.metadata as m; print(platform.python_version(), m.version('alpha'))")
+    assert run.stdout.split() == ["3.11.2", "1.0"], run.stdout
+
+    proc, report, _ = build("3.10", "other")
+    assert proc.returncode == 1, proc.stderr[-4000:]
+    mealkit = report["targets"]["my-root-mealkit"]
+    assert mealkit["error"].startswith(f"{CHECK}: stage 'my-root' declares python = \"3.10\", but this image's "
+                                       "python3 is 3.11.2: "), mealkit
+    assert report["targets"]["py-base"]["failed_steps"] == []  # the base built; the root's meal kit stopped
