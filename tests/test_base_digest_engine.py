@@ -190,3 +190,17 @@ def test_an_unreachable_base_registry_is_said_and_builds_as_usual(cli, engine, m
     assert f"bake-plan: base image {base}: its registry gave no digest; the targets built from it count as changed" \
         in out.stderr
     assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.parametrize("text, args, expected", [
+    ("ARG BASE_IMAGE=busybox:1\nFROM ${BASE_IMAGE} AS base\nFROM base AS mealkit\nFROM mealkit AS final\n", {},
+     ["busybox:1"]),
+    ("ARG BASE_IMAGE=busybox:1\nFROM $BASE_IMAGE\n", {"BASE_IMAGE": "localhost:5555/b:2"}, ["localhost:5555/b:2"]),
+    ("FROM --platform=$BUILDPLATFORM ${IMG:-alpine:3} AS tools\nFROM scratch\nCOPY --from=tools / /\n", {},
+     ["alpine:3"]),
+    ("FROM ${UNSET}\nFROM python:3.11 AS py\nFROM py\nFROM python:3.11\n", {}, ["python:3.11"]),
+])
+def test_the_images_a_dockerfile_starts_from(text, args, expected):
+    from bake.plan.dockerfile import from_images
+
+    assert from_images(text, args) == expected
