@@ -8,7 +8,8 @@ A record (docs/nightly-record.md) is one JSON object per bake target and arch::
     {"schema": "bake-plan.nightly-record/1", "target": "jax", "arch": "amd64",
      "platform": "linux/amd64", "date": "2026-11-29", "repository": "ghcr.io/nvidia/jax",
      "tags": [...], "input_digest": "sha256:…", "image_digest": "sha256:…" | null,
-     "pins": {"numpy": "1.26.4", …} | null, "hashes": {"numpy": ["sha256:…"]} | null, "sources": {"JAX": {"url", "ref", "patches"}},
+     "pins": {"numpy": "1.26.4", …} | null, "hashes": {"numpy": ["sha256:…"]} | null,
+     "sources": {"JAX": {"url", "ref", "patches"}},
      "base_images": [{"image", "platform", "digest"}], "tests": [{"test", "outcome"}] | null,
      "size_bytes": 123 | null, "outcome": "pass" | null, "built_in": "nightly-2026-11-29"}
 """
