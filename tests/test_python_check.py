@@ -103,9 +103,12 @@ def test_the_base_dockerfile_checks_right_after_installing_python_and_before_usi
 
 def test_a_helper_script_line_is_the_failed_target_error():
     step = {"error": 'process "/bin/sh -c x" did not complete successfully: exit code: 1',
-            "output": ["noise", "bake-check-python: stage 's' declares python = \"3.10\", but …", "more noise"]}
+            "output": ["noise", "bake-check-python: stage 's' declares python = \"3.10\", but …"]}
     assert step_reason([step]) == step["output"][1]
     assert step_reason([dict(step, output=["pip says no"])]) == step["error"]
+    # A helper's progress line before another tool's reason is not the reason.
+    assert step_reason([dict(step, output=["bake-pip-finalize: compiling a.in", "ERROR: no match"])]) == step["error"]
+    assert step_reason([dict(step, output=[])]) == step["error"]
     assert step_reason([]) is None
 
 

@@ -39,12 +39,14 @@ _HELPER_LINE = re.compile(r"bake-[a-z][a-z-]*: \S")
 
 def step_reason(steps: Sequence[dict]) -> Optional[str]:
     """Why failed steps (``failed_steps`` entries: ``{"error", "output", …}``) failed, as one line:
-    the last line of a bake-plan helper script (``bake-…: …``) in their output, which names the
-    cause, else the first step's BuildKit error (``process … exit code: 1``); ``None`` for no step."""
+    a step's last output line when a bake-plan helper script wrote it (``bake-…: …``: the line it
+    stops with, which names the cause; an earlier one, ``bake-pip-finalize: compiling …``, is only
+    where the step was when another tool failed), else the first step's BuildKit error
+    (``process … exit code: 1``); ``None`` for no step."""
     for step in reversed(steps):
-        for line in reversed(step.get("output") or ()):
-            if _HELPER_LINE.match(line):
-                return line
+        last = (step.get("output") or [""])[-1]
+        if _HELPER_LINE.match(last):
+            return last
     return next((step.get("error") for step in steps if step.get("error")), None)
 
 
