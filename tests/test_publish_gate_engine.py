@@ -466,7 +466,9 @@ def test_an_arch_far_larger_than_the_other_holds_the_image_naming_both_sizes(eng
     row = next(line for line in text.splitlines() if line.startswith("| `gs-big` |"))
     assert row.startswith(f"| `gs-big` | `gs-big:nightly-{NIGHT2}` | held `gs-big:latest` | gs-big: {why} | amd64 ")
 
-    proc = run("publish", "--sitrep", str(reports), "--arch-size-ratio", "1000")  # a bound it is within
+    proc = run("publish", "--sitrep", str(reports), "--arch-size-ratio", "1000", "--format", "json")  # within it
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "held back" not in proc.stdout
+    assert "held back" not in proc.stderr
+    image = json.loads(proc.stdout)["gate"]["images"]["gs-big"]
+    assert image["floating"] and image["arches"]["size_bytes"] == sizes
     assert "latest" in engine.tags(f"{namespace}/gs-big")
