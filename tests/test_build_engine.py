@@ -11,7 +11,7 @@ import sys
 import uuid
 
 import pytest
-from conftest import hermetic_pip_env
+from conftest import hermetic_pip_env, make_wheel
 
 pytestmark = pytest.mark.engine
 
@@ -20,32 +20,20 @@ STAND_IN_PYTHON = "stand-in/python:bookworm"
 FAMILY_BASE = "python:3.11-slim-bookworm"
 
 
-def _project(directory, name, version, deps=()):
-    directory.mkdir(parents=True)
-    (directory / name).mkdir()
-    (directory / name / "__init__.py").write_text(f'VERSION = "{version}"\n')
-    (directory / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
-        f'[project]\nname = "{name}"\nversion = "{version}"\ndependencies = {json.dumps(list(deps))}\n'
-    )
-    return directory
-
-
 @pytest.fixture(scope="session")
 def wheelhouse(tmp_path_factory):
     """Wheels the family installs, made on the host: ``alpha`` 1.0 and 2.0, ``beta`` (needs
-    alpha), pip-tools and what it needs; ``gamma`` (a local wheel) goes to its own directory."""
+    alpha), pip-tools and what it needs; ``gamma`` (a local wheel) goes to its own directory. The
+    family's own wheels are written as zips (:func:`conftest.make_wheel`), not built: no build
+    backend runs."""
     root = tmp_path_factory.mktemp("wheels")
     house, local = root / "wheelhouse", root / "local-wheels"
-    src = root / "src"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
     subprocess.run(pip + ["download", "--quiet", "--dest", str(house), "pip-tools==7.4.1", "pip>=22.2,<25.3",
                           "setuptools>=61", "wheel"], check=True, timeout=600)
     for name, version, deps, dest in [("alpha", "1.0", (), house), ("alpha", "2.0", (), house),
                                       ("beta", "1.0", ("alpha",), house), ("gamma", "1.0", (), local)]:
-        project = _project(src / f"{name}-{version}", name, version, deps)
-        subprocess.run(pip + ["wheel", "--quiet", "--no-deps", "--find-links", str(house), "--wheel-dir", str(dest),
-                              str(project)], check=True, timeout=600)
+        make_wheel(dest, name, version, requires=deps)
     return house, local
 
 
