@@ -677,3 +677,18 @@ def test_a_line_without_a_marker_is_taken_as_is_without_packaging():
     from bake.pip import requirements as reqs
     assert reqs.for_platform('zeta; platform_machine == "aarch64"', "linux/amd64") is None
     assert reqs.for_platform('zeta; platform_machine == "aarch64"', "linux/arm64") in ("zeta", 'zeta; platform_machine == "aarch64"')
+
+
+def test_an_ancestor_given_as_a_target_too_installs_its_own_lock(lock_cli, tmp_path):
+    # docs/plugins.md: `--target my-root --target my-leaf` to lock, fill and build locks both finals.
+    assert lock_cli("lock", "--target", "lt-a", "--target", "lt-e", cwd=tmp_path).returncode == 0
+    proc = lock_cli("--target", "lt-a", "--target", "lt-e", "--locked", "--format", "json", "-o", "plan.json",
+                    cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    targets = json.loads((tmp_path / "plan.json").read_text())["target"]
+    for name in ("lt-a", "lt-e"):
+        assert targets[name]["args"]["BAKE_PIP_LOCKED"] == "1", name
+        context = tmp_path / "locks" / ".pip-lock" / name
+        assert targets[name]["contexts"]["pip-lock"] == str(context.resolve())
+        assert (context / "requirements.lock").read_text() == (tmp_path / "locks" / f"{name}.txt").read_text()
+    assert "pip-lock" not in targets["lt-a-mealkit"].get("contexts", {})
