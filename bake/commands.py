@@ -60,7 +60,26 @@ def compose(settings: Settings, per_arch: bool = True) -> Composition:
         inherit(composition, read_bake_files(settings.metadata_bake_files), settings.metadata_targets, arch=options.arch)
     if settings.command in ("plan", "build"):
         check_privileges(composition, settings.allow)
+        if settings.locked:
+            _note_unlocked_finals(settings, composition)
     return composition
+
+
+def _note_unlocked_finals(settings: Settings, composition: Composition) -> None:
+    """A ``--locked`` plan locks the requested stages' final images; the final image of an
+    ancestor meal-kit stage the plan also builds compiles its own lines in the image. One note
+    naming them and the ``--target`` that locks them too."""
+    from bake.plan.names import target_name
+
+    targets = composition.plan["target"]
+    unlocked = [stage.name for stage in composition.chain if stage.name not in composition.requested
+                and stage.kind == "mealkit" and target_name(stage.name) in targets]
+    if unlocked:
+        words = " ".join(f"--target {name}" for name in [*unlocked, *composition.requested])
+        print(f"bake-plan: note: --locked locks the requested stages only; the final image of "
+              f"{', '.join(repr(n) for n in unlocked)} is built too and compiles its own lines in the image "
+              f"(to lock it as well: `bake-plan lock {words}`, then the same --target list here)",
+              file=_informing(settings, sys.stderr))
 
 
 def check_privileges(composition: Composition, allowed) -> None:
@@ -505,6 +524,30 @@ def _publish_gated(settings: Settings) -> int:
     return unsummarised
 
 
+def _record_published(settings: Settings, composition: Composition, wanted, outcome, registry,
+                      lines: TextIO) -> str:
+    """``publish --sitrep`` (not ``--no-record``): the nightly record of each image whose tags it
+    made, from the sitreps, pushed beside it (:func:`_record_sitreps`, each push retried as the
+    tags are); nothing when a per-arch image was missing (nothing was published).
+
+    :returns: ``""``, or why the records could not be pushed (the registry refused one).
+    """
+    from bake.errors import RunError
+
+    if not settings.sitreps or settings.no_record or outcome.missing:
+        return ""
+    made = {tag for tag, _ in outcome.created}
+    published = {m.target for m in wanted if m.tag in made}
+    if not published:
+        return ""
+    try:
+        _record_sitreps(settings, composition.plan, only=published, stream=lines,
+                        create=lambda tag, sources, annotations=(): registry.create(tag, sources, list(annotations)))
+    except RunError as err:
+        return str(err)
+    return ""
+
+
 def promote(settings: Settings) -> int:
     """``bake-plan promote``: move the floating tags of the requested chains' images onto the
     dated multi-arch images of ``--date`` (:func:`bake.run.release.promote`), all or nothing.
@@ -553,30 +596,6 @@ def promote(settings: Settings) -> int:
         print(f"bake-plan: error: {outcome.failed}{done}", file=sys.stderr)
         return 1
     return 0
-
-
-def _record_published(settings: Settings, composition: Composition, wanted, outcome, registry,
-                      lines: TextIO) -> str:
-    """``publish --sitrep`` (not ``--no-record``): the nightly record of each image whose tags it
-    made, from the sitreps, pushed beside it (:func:`_record_sitreps`, each push retried as the
-    tags are); nothing when a per-arch image was missing (nothing was published).
-
-    :returns: ``""``, or why the records could not be pushed (the registry refused one).
-    """
-    from bake.errors import RunError
-
-    if not settings.sitreps or settings.no_record or outcome.missing:
-        return ""
-    made = {tag for tag, _ in outcome.created}
-    published = {m.target for m in wanted if m.tag in made}
-    if not published:
-        return ""
-    try:
-        _record_sitreps(settings, composition.plan, only=published, stream=lines,
-                        create=lambda tag, sources, annotations=(): registry.create(tag, sources, list(annotations)))
-    except RunError as err:
-        return str(err)
-    return ""
 
 
 def _print_rollback(rolled_back) -> None:

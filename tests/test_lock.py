@@ -603,6 +603,13 @@ def test_a_locked_plan_passes_the_locked_arg_to_the_final_target_only(lock_cli, 
     targets = json.loads((tmp_path / "plan.json").read_text())["target"]
     assert targets["lt-e"]["args"]["BAKE_PIP_LOCKED"] == "1"
     assert all("BAKE_PIP_LOCKED" not in targets[t]["args"] for t in ("lt-e-mealkit", "lt-a", "lt-a-mealkit"))
+    # the ancestor's final image is built unlocked: the plan says so, and how to lock it too
+    assert "bake-plan: note: --locked locks the requested stages only; the final image of 'lt-a' is built too" \
+        in proc.stderr and "`bake-plan lock --target lt-a --target lt-e`" in proc.stderr, proc.stderr
+    proc = lock_cli("lock", "--target", "lt-a", "--target", "lt-e", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    proc = lock_cli("--target", "lt-a", "--target", "lt-e", "--locked", "-o", "plan.hcl", cwd=tmp_path)
+    assert proc.returncode == 0 and "note: --locked" not in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("dockerfile, lacking", [
