@@ -404,7 +404,7 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
                         help="plan as build --locked did, so each record holds its lock's pins")
     _locks_dir_argument(record)
     record.add_argument("--dry-run", action="store_true", help="print the records' refs; push nothing")
-    record.add_argument("--sbom", metavar="DIR",
+    record.add_argument("--sbom", metavar="DIR", dest="sbom_dir",  # build's --sbom is the attestation switch
                         help="also write each record as a CycloneDX 1.6 SBOM, DIR/<target>-<date>-<arch>.cdx.json "
                              "(the lock's pins and hashes, the source commits, the base images by digest)")
 

@@ -248,9 +248,9 @@ def build(settings: Settings) -> int:
     finally:
         if probe is not None:  # still running when bake-plan stops early (bad input, an interrupt)
             probe.close()
-    print(f"bake-plan: {sitrep['summary']}", file=sys.stdout if sitrep["outcome"] == "pass" else sys.stderr)
-    if sitrep.get("error") and sitrep["error"] not in sitrep["summary"]:  # the summary cut it: said whole
+    if sitrep.get("error") and sitrep["error"] not in sitrep["summary"]:  # the summary cuts it: said whole, first
         print(f"bake-plan: {sitrep['error']}", file=sys.stderr)
+    print(f"bake-plan: {sitrep['summary']}", file=sys.stdout if sitrep["outcome"] == "pass" else sys.stderr)
     for warning in sitrep.get("warnings") or ():  # the cache not working (bake.run.sitrep.add_cache_warnings)
         print(f"bake-plan: warning: {warning}", file=sys.stderr)
     if sitrep.get("interrupted"):
@@ -1004,8 +1004,8 @@ def record(settings: Settings) -> int:
     """
     plan = compose(settings).plan
     pushed = _record_sitreps(settings, plan, dry_run=settings.dry_run)
-    if settings.sbom is not None:
-        _write_sboms(settings, plan, settings.sbom)
+    if settings.sbom_dir is not None:
+        _write_sboms(settings, plan, settings.sbom_dir)
     return 0 if pushed else 1
 
 

@@ -156,3 +156,14 @@ def test_record_writes_an_sbom_beside_each_record_it_pushes(engine, cli, tmp_pat
     doc = json.loads(text)
     assert doc["metadata"]["component"]["version"] == digest
     assert any(c.get("purl", "").startswith("pkg:github/") for c in doc["components"])  # the sources fetched
+
+
+@pytest.mark.parametrize("argv", [("--sbom", "-o", "plan.hcl"), ("build", "--sbom", "--dry-run"),
+                                  ("build", "--no-sbom", "--dry-run")])
+def test_build_and_plan_keep_their_sbom_switch_beside_records_sbom_directory(cli, tmp_path, argv):
+    """``build --sbom`` (the attestation switch) and ``record --sbom DIR`` are two options of one
+    name: each command reads its own."""
+    proc = cli(*argv[:1], "--target", "base", *argv[1:], cwd=tmp_path)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    if argv[0] == "--sbom":
+        assert "type=sbom" in (tmp_path / "plan.hcl").read_text()

@@ -216,7 +216,7 @@ class Settings:
     sitreps: Tuple[str, ...] = ()  # publish --sitrep: the nightly's build and test sitreps (bake.settings.sitreps)
     all_or_nothing: bool = False  # publish --all-or-nothing
     no_record: bool = False  # publish --no-record: push no nightly record of the images published
-    sbom: Optional[Path] = None  # record --sbom DIR: each record's CycloneDX SBOM written there too
+    sbom_dir: Optional[Path] = None  # record --sbom DIR: each record's CycloneDX SBOM written there too
     diff_from: Optional[str] = None  # diff --from: a plan or record file, or the DATE of a nightly's records
     diff_to: str = "plan"  # diff --to: "plan" (this plan), a plan or record file, or a DATE
     skip_unchanged: bool = False  # build --skip-unchanged: no build of a target its newest record matches
@@ -361,7 +361,7 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
         local=bool(flag("local")), lint=bool(flag("lint")), in_image=bool(flag("in_image")),
         sitreps=tuple(flag("sitrep") or ()), all_or_nothing=bool(flag("all_or_nothing")),
         no_record=bool(flag("no_record")),
-        sbom=values.sitrep_dir(flag("sbom"), "--sbom") if flag("sbom") is not None else None,
+        sbom_dir=values.sitrep_dir(flag("sbom_dir"), "--sbom") if flag("sbom_dir") is not None else None,
         diff_from=flag("diff_from"), diff_to=flag("diff_to") or "plan",
         skip_unchanged=bool(flag("skip_unchanged")),
         verbosity=verbosity, progress=_progress(provenance["progress"], verbosity),
