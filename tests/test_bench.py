@@ -23,7 +23,7 @@ def test_bench_runs_once_at_a_tiny_size(buildx_new, tmp_path):
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "run.py"), "--sizes", "5", "--repeat", "1",
-                           "--markdown", "--no-lock"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+                           "--markdown", "--no-lock", "--no-wheelhouse"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "| plan | stages | targets | A: bake-plan ms | B: buildx --print ms | A/B |" in out
