@@ -368,3 +368,58 @@ def test_the_summary_is_kept_under_its_byte_bound():
 def test_the_arch_comparison_is_empty_without_records():
     assert arch_comparison(None) == "" and arch_comparison(Decision("x", True, True)) == ""
     assert arch_comparison(Decision("x", True, True, (), (("amd64", 0), ("arm64", 10)))) == "amd64 0 B, arm64 10 B"
+
+
+CONTROLS = ["\x1b[2Kspoofed", "two\nlines", "<script>alert(1)</script>", "x|y</td><img src=x>", "bidi\u202eevil"]
+
+
+@pytest.mark.parametrize("hostile", CONTROLS)
+def test_a_control_character_in_a_reason_or_name_is_escaped_as_sitrep_md_escapes_it(hostile):
+    text = _summary(name=hostile, reason=f"test {hostile} failed on arm64")
+    assert "\x1b" not in text and "\u202e" not in text
+    assert len(text.splitlines()) == 6  # heading, blank, table head, rule, two rows: no line break let through
+    html = _render(text)
+    assert "<script" not in html and "<img" not in html and "\x1b" not in html and html.count("<tr>") == 3
+    if "\x1b" in hostile:
+        assert "\\x1b[2Kspoofed" in html  # shown as its escape, as sitrep.md shows it
+
+
+def test_the_publish_summary_escapes_a_test_name_from_a_sitrep_as_sitrep_md_does():
+    from bake.run.sitrep import markdown, tests_markdown
+
+    tests = make_tests("t tests", [{"stage": "s", "target": "s", "platform": "linux/amd64", "test": "evil\x1b[2K",
+                                    "command": "true", "image": "i", "outcome": "fail", "exit_code": 1,
+                                    "duration_s": 1.0, "timed_out": False, "output": []}])
+    reason = f"tests failed: {tests['results'][0]['test']}"
+    published = _summary(reason=reason)
+    assert "\x1b" not in published and "\x1b" not in tests_markdown(tests)
+    assert "evil\\\\x1b\\[2K" in published and "evil\\\\x1b\\[2K" in tests_markdown(tests)
+
+
+def _append(tmp_path, held: int, **options):
+    from bake.run.release import append_summary
+
+    path = tmp_path / "summary.md"
+    path.write_bytes(b"x" * held)
+    append_summary(str(path), lambda room: "\n" + _summary(limit=room - 1, **options))
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("held", [SUMMARY_BYTES - 100, SUMMARY_BYTES - 1, SUMMARY_BYTES, SUMMARY_BYTES + 5])
+def test_a_nearly_full_step_summary_is_never_grown_past_the_bound(tmp_path, held):
+    data = _append(tmp_path, held)
+    assert len(data) <= max(SUMMARY_BYTES, held)
+    added = data[held:].decode()
+    assert "sitrep.json" not in added and "-1" not in added and "under 99 " not in added
+    assert added in ("", "\n_publish summary left out: $GITHUB_STEP_SUMMARY is full (1,000,000 bytes)_\n")
+    if held == SUMMARY_BYTES - 100:
+        assert added.startswith("\n_publish summary left out")
+
+
+def test_a_step_summary_with_room_for_some_rows_says_the_rest_are_in_the_publish_log(tmp_path):
+    held = SUMMARY_BYTES - 700
+    data = _append(tmp_path, held, reason="r " * 60)
+    added = data[held:].decode()
+    assert len(data) <= SUMMARY_BYTES and added.startswith("\n### ")
+    assert added.splitlines()[-1] == ("_1 table row left out: $GITHUB_STEP_SUMMARY is kept under 1,000,000 bytes; "
+                                      "the publish log lists every tag_")

@@ -334,7 +334,14 @@ def publish_markdown(date: datetime.date, decisions: Optional[Mapping[str, Decis
         for tag, digest, how in outcome.rolled_back:
             tail.append(["", f"Rolled back ({how}): {markdown_text(tag, 'code')}"
                              + (f" on {markdown_text(digest, 'code')}" if digest else "")])
-    return _within(head, rows, tail, limit)
+    return _within(head, rows, tail, limit, why=f"{GITHUB_SUMMARY_NOTE}; the publish log lists every tag")
+
+
+GITHUB_SUMMARY_NOTE = f"$GITHUB_STEP_SUMMARY is kept under {SUMMARY_BYTES:,} bytes"
+"""Why a publish summary is cut (or left out): GitHub drops a larger step summary whole."""
+
+FULL_NOTE = f"\n_publish summary left out: $GITHUB_STEP_SUMMARY is full ({SUMMARY_BYTES:,} bytes)_\n"
+"""What :func:`append_summary` appends instead of a summary that does not fit (when this fits)."""
 
 
 def _short(tag: str) -> str:
@@ -343,9 +350,11 @@ def _short(tag: str) -> str:
 
 
 def append_summary(path: str, render: Callable[[int], str]) -> None:
-    """Append ``render(room)`` to ``$GITHUB_STEP_SUMMARY`` at ``path``: ``room`` is what is left of
-    :data:`bake.run.sitrep.SUMMARY_BYTES` beside what the file holds already (GitHub drops a
-    larger summary whole). Checked first by :func:`bake.run.build._appendable`.
+    """Append ``render(room)`` to ``$GITHUB_STEP_SUMMARY`` at ``path``: ``room`` (bytes, never
+    negative) is what is left of :data:`bake.run.sitrep.SUMMARY_BYTES` beside what the file holds
+    already (GitHub drops a larger summary whole). A rendering longer than ``room`` (UTF-8) is not
+    appended: :data:`FULL_NOTE` is, when that fits, else nothing, so the file never grows past
+    the bound. Checked first by :func:`bake.run.build._appendable`.
 
     :raises OutputError: it cannot be appended to (one line naming it).
     """
@@ -354,7 +363,13 @@ def append_summary(path: str, render: Callable[[int], str]) -> None:
     except OSError:
         size = 0
     try:
+        room = max(SUMMARY_BYTES - size, 0)
+        text = render(room)
+        if len(text.encode("utf-8", "replace")) > room:
+            text = FULL_NOTE if len(FULL_NOTE.encode("utf-8")) <= room else ""
+        if not text:
+            return
         with open(path, "a", encoding="utf-8") as handle:
-            handle.write(render(max(SUMMARY_BYTES - size, 0)))
+            handle.write(text)
     except OSError as err:
         raise OutputError(f"cannot append to $GITHUB_STEP_SUMMARY {path}: {err.strerror or err}") from None

@@ -25,7 +25,7 @@ from bake.plan.compose import sbom_generators
 from bake.plan.inputs import INPUT_DIGEST_LABEL
 from bake.plan.names import normalise_reference
 from bake.plan.secrets import shown
-from bake.plan.text import clipped, counted
+from bake.plan.text import clipped, counted, printable
 
 PASS, FAIL, NOT_BUILT, INTERRUPTED = "pass", "fail", "not built", "interrupted"
 TESTS_BADGE = "tests-badge.json"
@@ -500,9 +500,13 @@ def tests_markdown(tests: dict, limit: int = SUMMARY_BYTES) -> str:
     return _within(head, rows, blocks, limit)
 
 
-def _within(head: List[str], rows: List[str], blocks: List[List[str]], limit: int) -> str:
+def _within(head: List[str], rows: List[str], blocks: List[List[str]], limit: int,
+            why: Optional[str] = None) -> str:
     """``head``, ``rows`` and ``blocks`` as Markdown lines, as many as fit in ``limit`` bytes with
-    the line that says what was left out (the rows first, then the blocks, in order)."""
+    the line that says what was left out (the rows first, then the blocks, in order) and ``why``
+    (default: the bound and that ``sitrep.json`` has every result). The head and that line are
+    always there: a ``limit`` too small for them is the caller's to refuse
+    (:func:`bake.run.release.append_summary`)."""
     size = lambda lines: sum(len(line.encode("utf-8", "replace")) + 1 for line in lines)  # noqa: E731
     room = limit - size(head) - 200  # the closing line
     out, left_rows, left_blocks = list(head), 0, 0
@@ -520,8 +524,9 @@ def _within(head: List[str], rows: List[str], blocks: List[List[str]], limit: in
             left_blocks += 1
     if left_rows or left_blocks:
         parts = [counted(n, what) for n, what in ((left_rows, "table row"), (left_blocks, "output block")) if n]
-        out += ["", f"_{' and '.join(parts)} left out: the summary is kept under {limit:,} bytes; "
-                    "sitrep.json has every result_"]
+        if why is None:
+            why = f"the summary is kept under {max(limit, 0):,} bytes; sitrep.json has every result"
+        out += ["", f"_{' and '.join(parts)} left out: {why}_"]
     return "\n".join(out) + "\n"
 
 
@@ -533,7 +538,9 @@ _ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}
 def markdown_text(text: str, context: str = "inline") -> str:
     """``text`` from a user, a plugin, a test or buildx, as it is to read in the Markdown summary
     (GitHub Flavored Markdown): the one escaping of the summaries. Every line break becomes a space
-    (a heading, a table row, an HTML line is one line), and by ``context``:
+    (a heading, a table row, an HTML line is one line), every other control character (ESC, a
+    bidirectional control) is written as its escape (:func:`bake.plan.text.printable`: ``\\x1b``),
+    and by ``context``:
 
     - ``inline`` (a heading, the text of a table cell): ``&``, ``<``, ``>``, ``"`` as HTML
       entities (no tag, no ``<…>`` autolink), and each of ``\\ ` * _ [ ] | ~ # !`` and what
@@ -544,7 +551,7 @@ def markdown_text(text: str, context: str = "inline") -> str:
       splits the row before it reads the span);
     - ``html``: inside a raw HTML line (``<summary>``): only the HTML entities.
     """
-    text = _LINE_BREAK.sub(" ", text)
+    text = printable(_LINE_BREAK.sub(" ", text))
     if context == "code":
         return "`" + text.replace("`", "'").replace("|", "\\|") + "`"
     if context == "html":
