@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from bake.plan.dockerignore import PatternMatcher, ignore_file, read_patterns
+from bake.plan.dockerignore import PatternMatcher, clean, ignore_file, read_patterns
 from bake.plan.inputs import Hasher, input_digests
 
 # (pattern, path, left out) — the matching table of moby's patternmatcher, parents included
@@ -96,6 +97,85 @@ def test_a_literal_path_leaves_out_itself_and_what_is_under_it(parts, prefix):
     matcher = PatternMatcher(read_patterns(prefix + path))
     assert matcher.excluded(path) and matcher.excluded(path + "/under/it")
     assert not matcher.excluded(path + "x") and not PatternMatcher(["!" + path]).excluded(path)
+
+
+# patterns a backtracking regular expression takes exponential time on: (pattern, path, left out)
+HOSTILE = [
+    ("*a" * 40 + " b", "a" * 200, False),
+    ("*a" * 40 + "b", "a" * 199 + "b", True),
+    ("*a" * 10 + "b", "a" * 40, False),
+    ("*a" * 10 + "b", "xa" * 20 + "b", True),
+    ("**/" * 8 + "b", "/".join(["d"] * 30) + "/x", False),
+    ("**/" * 8 + "b", "/".join(["d"] * 30) + "/b", True),
+    ("**/" * 8 + "b", "/".join(["d"] * 15) + "/b/" + "/".join(["d"] * 15), True),  # a parent matches
+]
+
+
+def test_hostile_patterns_match_in_one_pass_over_the_path(monkeypatch):
+    from bake.plan import dockerignore
+    steps = []
+    real = dockerignore._Glob._step
+    monkeypatch.setattr(dockerignore._Glob, "_step", lambda self, states, ch: steps.append(ch) or real(self, states, ch))
+    for pattern, path, left_out in HOSTILE:
+        matcher = PatternMatcher(read_patterns(pattern))
+        steps.clear()
+        assert matcher.excluded(path) is left_out, pattern
+        assert 0 < len(steps) <= len(path), pattern  # at most one new step a character, none taken twice
+        glob = matcher.patterns[0].glob
+        assert all(len(states) <= 2 * glob.end + 1 for states, _ in glob._steps), pattern
+
+
+def test_hostile_patterns_do_not_hang_a_process():
+    code = ("from bake.plan.dockerignore import PatternMatcher, read_patterns\n"
+            f"cases = {HOSTILE!r}\n"
+            "print([PatternMatcher(read_patterns(p)).excluded(x) for p, x, _ in cases])\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == str([left_out for _, _, left_out in HOSTILE]), proc.stderr
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "/", "*", "**", "**/", "?", "[a-b]", "[^a]", "\\*", ".", "x"]),
+                min_size=1, max_size=7),
+       st.text(alphabet="ab/x.*", max_size=12))
+def test_the_matcher_agrees_with_a_regular_expression_of_moby_s_translation(parts, path):
+    pattern = clean("".join(parts))
+    try:
+        matcher = PatternMatcher([pattern])
+    except ValueError:
+        return
+    if matcher.patterns[0].kind != "regex":  # "d/**", "**/x", "x": plain string comparisons
+        return
+    assert matcher.excluded(path) is _reference_excluded(pattern, path)
+
+
+def _reference_excluded(pattern: str, path: str) -> bool:
+    """moby's matching written out plainly: the pattern as a regular expression (fine on these
+    short cases), tried on the path and each parent."""
+    import re
+    out, i = "", 0
+    while i < len(pattern):
+        ch, i = pattern[i], i + 1
+        if pattern.startswith("*", i - 1) and pattern.startswith("*", i):
+            i += 1
+            if pattern.startswith("/", i):
+                i += 1
+            out += ".*" if i >= len(pattern) else "(.*/)?"
+        elif ch == "*":
+            out += "[^/]*"
+        elif ch == "?":
+            out += "[^/]"
+        elif ch == "\\":
+            out, i = out + re.escape(pattern[i]), i + 1
+        elif ch == "[":
+            end = pattern.index("]", i + 1)
+            out, i = out + pattern[i - 1:end + 1], end + 1
+        else:
+            out += re.escape(ch)
+    regex = re.compile(out)
+    parent = os.path.dirname(path)
+    parents = parent.split("/") if parent else []
+    candidates = [path] + ["/".join(parents[:k + 1]) for k in range(len(parents))]
+    return any(regex.fullmatch(c) for c in candidates)
 
 
 def test_which_ignore_file_a_build_reads(tmp_path):

@@ -26,10 +26,6 @@ import posixpath
 import re
 from typing import List, Optional, Sequence, Tuple
 
-_REGEX_SPECIAL = frozenset(".+()|{}$")
-"""Characters a pattern means literally that a regular expression would not."""
-
-
 def clean(path: str) -> str:
     """A slash-separated path cleaned as Go's ``path.Clean`` does: ``.`` and ``..`` resolved,
     doubled slashes merged, no trailing slash (``""`` → ``"."``)."""
@@ -64,23 +60,41 @@ def read_patterns(text: str) -> List[str]:
 
 
 class Pattern:
-    """One cleaned pattern (without its ``!``), matched as moby's ``patternmatcher`` does."""
+    """One cleaned pattern (without its ``!``), matched as moby's ``patternmatcher`` does.
+
+    A pattern with a wildcard is matched by an automaton run over the path once, a character at
+    a time (:class:`_Glob`): time linear in the path's length (times the pattern's, at worst),
+    whatever the pattern; a backtracking regular expression takes exponential time on
+    ``*a*a*a…b`` or ``**/**/…/b``, where BuildKit (Go's linear-time ``regexp``) does not.
+    """
 
     def __init__(self, pattern: str, exclusion: bool) -> None:
         self.pattern, self.exclusion = pattern, exclusion
-        self.kind, self.regex = _compile(pattern)
+        self.kind, self.glob = _compile(pattern)
 
     def match(self, path: str) -> bool:
         """Whether ``path`` (slash-separated, relative to the context) matches this pattern
         itself (its parents are :meth:`PatternMatcher.excluded`'s business)."""
+        if self.glob is not None:
+            return self.glob.match(path, (len(path),))
+        return self._literal(path)
+
+    def match_or_parent(self, path: str, parents: Sequence[int]) -> bool:
+        """Whether ``path`` or one of its parent directories matches: ``parents`` are the
+        lengths of the parents' paths, each a prefix of ``path`` (``a/b/c``: ``(1, 3)``). One
+        pass over ``path`` for a wildcard pattern."""
+        if self.glob is not None:
+            return self.glob.match(path, (*parents, len(path)))
+        return self._literal(path) or any(self._literal(path[:n]) for n in parents)
+
+    def _literal(self, path: str) -> bool:
         if self.kind == "exact":
             return path == self.pattern
         if self.kind == "prefix":  # "d/**": strip the trailing **
             return path.startswith(self.pattern[:-2])
-        if self.kind == "suffix":  # "**/x": strip the leading **
-            suffix = self.pattern[2:]
-            return path.endswith(suffix) or (suffix[:1] == "/" and path == suffix[1:])
-        return self.regex.match(path) is not None
+        # "suffix", "**/x": strip the leading **
+        suffix = self.pattern[2:]
+        return path.endswith(suffix) or (suffix[:1] == "/" and path == suffix[1:])
 
 
 def _check(pattern: str) -> None:
@@ -120,12 +134,17 @@ def _check(pattern: str) -> None:
                 ranges += 1
 
 
-def _compile(pattern: str) -> Tuple[str, Optional["re.Pattern[str]"]]:
-    """``(kind, regex)``: ``exact``, ``prefix`` (``d/**``), ``suffix`` (``**…``) or ``regex``.
+def _compile(pattern: str) -> Tuple[str, Optional["_Glob"]]:
+    """``(kind, glob)``: ``exact``, ``prefix`` (``d/**``), ``suffix`` (``**…``) with no glob, or
+    ``regex`` with the :class:`_Glob` that matches it. The steps are moby's translation to a
+    regular expression: ``*`` is ``[^/]*``, ``?`` ``[^/]``, ``**/`` (or ``**`` before more of
+    the pattern) ``(.*/)?``, a trailing ``**`` ``.*``, a class a class, ``\\x`` the character
+    ``x``.
 
     :raises ValueError: a pattern BuildKit refuses (:func:`_check`)."""
     _check(pattern)
-    out, kind, i, n = "^", "exact", 0, len(pattern)
+    tokens: List[Tuple[str, object]] = []
+    kind, i, n = "exact", 0, len(pattern)
     while i < n:
         ch = pattern[i]
         first = i == 0
@@ -139,39 +158,153 @@ def _compile(pattern: str) -> Tuple[str, Optional["re.Pattern[str]"]]:
                     if kind == "exact":
                         kind = "prefix"
                     else:
-                        out += ".*"
+                        tokens.append((_ALL, None))
                         kind = "regex"
                 else:
-                    out += "(.*/)?"
+                    tokens.append((_DSTAR, None))
                     kind = "regex"
                 if first:
                     kind = "suffix"
             else:
-                out += "[^/]*"
+                tokens.append((_STAR, None))
                 kind = "regex"
         elif ch == "?":
-            out += "[^/]"
+            tokens.append((_ANY, None))
             kind = "regex"
-        elif ch in _REGEX_SPECIAL:
-            out += "\\" + ch
-        elif ch == "\\":  # escapes the next character (a trailing one stays as it is)
+        elif ch == "\\":  # escapes the next character (_check refuses a trailing one)
             if i < n:
-                out += "\\" + pattern[i]
+                tokens.append((_CHAR, pattern[i]))
                 i += 1
                 kind = "regex"
             else:
-                out += "\\"
-        elif ch in "[]":
-            out += ch
+                tokens.append((_CHAR, ch))
+        elif ch == "[":
+            cls, i = _class(pattern, i)
+            tokens.append((_CLASS, cls))
             kind = "regex"
         else:
-            out += ch
-    if kind != "regex":
-        return kind, None
+            if ch == "]":
+                kind = "regex"
+            tokens.append((_CHAR, ch))
+    return (kind, _Glob(tokens)) if kind == "regex" else (kind, None)
+
+
+def _class(pattern: str, i: int) -> Tuple["re.Pattern[str]", int]:
+    """The class starting at ``pattern[i]`` (just after its ``[``; :func:`_check` has found it
+    well formed) as a regular expression of one character, and the index after its ``]``.
+
+    :raises ValueError: a range whose ends are in the wrong order (``[z-a]``)."""
+    out = "["
+    if pattern[i] == "^":
+        out, i = "[^", i + 1
+    items = 0
+    while not (pattern[i] == "]" and items):
+        for second in (False, True):
+            if second:
+                if pattern[i] != "-":
+                    break
+                out, i = out + "-", i + 1
+            if pattern[i] == "\\":
+                i += 1
+            out, i = out + re.escape(pattern[i]), i + 1
+        items += 1
     try:
-        return kind, re.compile(out + "$")
+        return re.compile(out + "]"), i + 1
     except re.error as err:
         raise ValueError(f"syntax error in pattern {pattern!r}: {err}") from None
+
+
+_CHAR, _ANY, _CLASS, _STAR, _DSTAR, _ALL = "char", "any", "class", "star", "dstar", "all"
+"""The steps of a pattern: one character; ``[^/]``; one character of a class; ``[^/]*``;
+``(.*/)?``; ``.*`` (``.``: any character but a line break, as in Go's ``regexp``)."""
+
+GLOB_CACHE_STATES = 1 << 20
+"""How many automaton states a :class:`_Glob` keeps in its cached steps before it drops them all
+(a bound on memory: a dropped step is worked out again when it is needed)."""
+
+
+class _Glob:
+    """A pattern's steps as a nondeterministic automaton, run over a path a character at a time
+    in every state it can be in at once: O(len(path) × len(steps)) whatever the pattern, and one
+    dictionary look-up a character once a step has been seen (the steps taken are cached: a
+    deterministic automaton built lazily).
+
+    States: ``k`` is "before step ``k``" (``len(steps)``: matched); ``-(k + 1)`` is "inside the
+    ``.*`` of step ``k``'s ``(.*/)?``", which a ``/`` may leave for ``k + 1``."""
+
+    def __init__(self, tokens: Sequence[Tuple[str, object]]) -> None:
+        self.tokens = list(tokens)
+        self.end = len(self.tokens)
+        self.start = self._closure([0])
+        self._steps: dict = {}
+        self._cached = 0
+
+    def _closure(self, states) -> frozenset:
+        out, todo = set(), list(states)
+        while todo:
+            s = todo.pop()
+            if s in out:
+                continue
+            out.add(s)
+            if 0 <= s < self.end:
+                op = self.tokens[s][0]
+                if op in (_STAR, _ALL):
+                    todo.append(s + 1)
+                elif op == _DSTAR:
+                    todo += [s + 1, -(s + 1)]
+        return frozenset(out)
+
+    def _step(self, states: frozenset, ch: str) -> frozenset:
+        nxt = []
+        for s in states:
+            if s < 0:  # inside "(.*/)?"
+                if ch != "\n":
+                    nxt.append(s)
+                if ch == "/":
+                    nxt.append(-s)
+                continue
+            if s == self.end:
+                continue
+            op, arg = self.tokens[s]
+            if op == _CHAR:
+                if ch == arg:
+                    nxt.append(s + 1)
+            elif op == _ANY:
+                if ch != "/":
+                    nxt.append(s + 1)
+            elif op == _CLASS:
+                if arg.match(ch):  # type: ignore[union-attr]
+                    nxt.append(s + 1)
+            elif op == _STAR:
+                if ch != "/":
+                    nxt.append(s)
+            elif op == _ALL:
+                if ch != "\n":
+                    nxt.append(s)
+        return self._closure(nxt)
+
+    def match(self, path: str, ends: Sequence[int]) -> bool:
+        """Whether the pattern matches ``path[:n]`` for some ``n`` in ``ends`` (lengths, each at
+        most ``len(path)``): one pass over ``path``."""
+        want, states, end, steps = set(ends), self.start, self.end, self._steps
+        if 0 in want and end in states:
+            return True
+        for i in range(max(want, default=0)):
+            key = (states, path[i])
+            nxt = steps.get(key)
+            if nxt is None:
+                nxt = self._step(states, path[i])
+                if self._cached + len(nxt) > GLOB_CACHE_STATES:
+                    steps.clear()
+                    self._cached = 0
+                steps[key] = nxt
+                self._cached += len(nxt)
+            states = nxt
+            if not states:
+                return False
+            if end in states and i + 1 in want:
+                return True
+        return False
 
 
 class PatternMatcher:
@@ -202,13 +335,11 @@ class PatternMatcher:
         matched = False
         parent = posixpath.dirname(path)
         parents = parent.split("/") if parent else []
+        ends = [len("/".join(parents[:k + 1])) for k in range(len(parents))]  # each a prefix of path
         for pattern in self.patterns:
             if pattern.exclusion != matched:  # only a "!" can undo a match, only a match can be undone
                 continue
-            hit = pattern.match(path)
-            if not hit:
-                hit = any(pattern.match("/".join(parents[:k + 1])) for k in range(len(parents)))
-            if hit:
+            if pattern.match_or_parent(path, ends):
                 matched = not pattern.exclusion
         return matched
 
