@@ -147,3 +147,92 @@ def test_unchanged_targets_are_taken_out_and_their_users_get_the_recorded_image(
     assert plan["group"] == {"default": {"targets": ["b", "c"]}}
     assert plan["target"]["b"]["contexts"] == {"base": f"docker-image://r.example/a@{digest}"}
     assert records.unchanged_line("a", unchanged["a"]) == "a: unchanged since nightly-2026-11-28 (input sha256:a)"
+
+
+# --- hostile records: escaped when shown, refused when read -------------------------------------
+
+HOSTILE_PIN = "x|y</td><img src=x onerror=alert(1)>"
+HOSTILE = ["evil\x1b[2Kspoof", "two\nlines", "<script>alert(1)</script>", "a | b", "bidi\u202eevil"]
+
+
+def _hostile_entries(text):
+    """A diff whose every shown field holds ``text`` (built past the reader, which refuses such records)."""
+    before = record(text, "sha256:1", {HOSTILE_PIN: "1.0", text: "1.0"}, ref=f"r{text}", arch=text)
+    after = record(text, "sha256:2", {HOSTILE_PIN: "2.0", text: "2.0"}, ref=B, arch=text)
+    after["sources"]["JAX"]["url"] = f"https://example.invalid/{text}"
+    return records.diff([before], [after])
+
+
+def test_the_text_diff_escapes_control_characters_as_error_lines_do():
+    for text in HOSTILE:
+        out = records.diff_text(_hostile_entries(text))
+        assert "\x1b" not in out and "\u202e" not in out
+        assert len(out.splitlines()) == 4, out  # the head, two pins and a source: no line break let through
+    out = records.diff_text(_hostile_entries("evil\x1b[2Kspoof"))
+    assert "evil\\x1b[2Kspoof (evil\\x1b[2Kspoof): changed" in out
+    assert "  python ↑ evil\\x1b[2Kspoof 1.0 → 2.0" in records.diff_text(_hostile_entries("evil\x1b[2Kspoof"))
+    assert "two\\x0alines (two\\x0alines)" in records.diff_text(_hostile_entries("two\nlines"))
+
+
+def test_the_markdown_diff_escapes_as_sitrep_md_and_renders_no_html():
+    from test_report_bounds import _render
+
+    for text in HOSTILE:
+        table = diff_markdown(_hostile_entries(text))
+        assert "\x1b" not in table and "\u202e" not in table
+        assert len(table.splitlines()) == 3, table  # head, rule, one row
+        html = _render(table)
+        assert "<script" not in html and "<img" not in html and "</td><" not in html.replace("</td>\n<", "")
+        assert html.count("<tr>") == 2 and html.count("<td>") == 5, html
+    assert "`evil\\x1b[2Kspoof`" in diff_markdown(_hostile_entries("evil\x1b[2Kspoof"))
+
+
+def test_the_json_diff_stays_json_with_control_characters_escaped():
+    out = records.diff_json(_hostile_entries("evil\x1b[2Kspoof"))
+    assert "\x1b" not in out and "\\u001b" in out
+    assert json.loads(out)["targets"][0]["target"] == "evil\x1b[2Kspoof"
+
+
+def _bad_records():
+    good = record("jax", "sha256:" + "1" * 64, {"numpy": "1.0"})
+    yield {**good, "pins": {HOSTILE_PIN: "1.0"}}, f"pins name {HOSTILE_PIN!r} is not a distribution name"
+    yield {**good, "input_digest": "sha256:1"}, "input_digest 'sha256:1' is not a sha256:<64 hex> digest"
+    yield {**good, "image_digest": "sha256:" + "A" * 64}, "image_digest"
+    yield {**good, "target": "jax\x1b[2K"}, "target holds an escape (U+001B)"
+    yield {**good, "arch": "amd64\nfake line"}, "arch holds a line feed (U+000A)"
+    yield ({**good, "sources": {"JAX": {"url": "https://x/\x1b]8;;evil", "ref": A, "patches": []}}},
+           "sources.JAX.url holds an escape (U+001B)")
+    yield {**good, "pins": {"numpy": "1.0\u202e"}}, "pins.numpy holds a control character (U+202E)"
+
+
+def test_a_record_read_with_a_bad_field_is_unreadable_naming_the_field():
+    import pytest
+
+    from bake.errors import RecordError, UsageError
+    from bake.run.record import record_from_annotations
+
+    for bad, needle in _bad_records():
+        with pytest.raises(UsageError) as err:
+            records.parse_records(json.dumps([bad]), "--from a.json")
+        assert str(err.value).startswith("--from a.json: item 0: an unreadable record: ") and needle in str(err.value)
+        with pytest.raises(RecordError) as err:
+            record_from_annotations({"io.bake-plan.record": json.dumps(bad)}, "r/x:record-jax-2026-11-29-amd64")
+        assert "r/x:record-jax-2026-11-29-amd64: an unreadable record: " in str(err.value) and needle in str(err.value)
+    good = record("jax", "sha256:" + "1" * 64, {"numpy": "1.0", "zope.interface": "6"})
+    good["tests"] = [{"test": "python -c '\nimport jax'", "outcome": "pass"}]  # a command may be lines
+    assert records.parse_records(json.dumps(good), "f") == [good]
+
+
+def test_diff_of_a_hostile_record_file_is_one_escaped_line_exit_2(cli, tmp_path):
+    from test_errors import assert_one_line_error
+
+    common = ("diff", "--target", "jax", "--platform", "linux/amd64", "--registry", "localhost:5555/x")
+    good = record("jax", "sha256:" + "1" * 64, {"numpy": "1.0"})
+    (tmp_path / "a.json").write_text(json.dumps(good))
+    (tmp_path / "b.json").write_text(json.dumps({**good, "pins": {"numpy\x1b[2K<script>": "2.0"}}))
+    proc = cli(*common, "--from", "a.json", "--to", "b.json", cwd=tmp_path)
+    assert_one_line_error(proc, "--to b.json: an unreadable record: pins name", "is not a distribution name")
+    assert "\x1b" not in proc.stderr and proc.stdout == ""
+    (tmp_path / "b.json").write_text(json.dumps({**good, "pins": {"numpy": "2.0"}}))
+    ok = cli(*common, "--from", "a.json", "--to", "b.json", cwd=tmp_path, check=True)
+    assert "jax (amd64): unchanged" in ok.stdout and "  python ↑ numpy 1.0 → 2.0" in ok.stdout

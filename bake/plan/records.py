@@ -27,6 +27,8 @@ from bake.documents import DocumentError, parse_json
 from bake.errors import UsageError
 from bake.plan.inputs import INPUT_DIGEST_LABEL
 from bake.plan.names import arch_of
+from bake.plan.secrets import shown
+from bake.plan.text import clipped, control_fault
 
 SCHEMA = "bake-plan.nightly-record/1"
 """The ``schema`` of a record this version writes and reads."""
@@ -194,13 +196,61 @@ def to_text(record: dict) -> str:
     return json.dumps(record, separators=(",", ":"), ensure_ascii=False)
 
 
+_DISTRIBUTION = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
+"""A distribution name as PEP 508 spells one (what :func:`packaging.utils.canonicalize_name` takes)."""
+_RECORD_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def _strings(value, path: str) -> Iterable[Tuple[str, str]]:
+    """``(field path, string)`` of every string in a record's field (keys included)."""
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, list):
+        for n, item in enumerate(value):
+            yield from _strings(item, f"{path}[{n}]")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(key, f"{path} key")
+            yield from _strings(item, f"{path}.{key}" if isinstance(key, str) and not control_fault(key) else path)
+
+
+def record_fault(record: dict) -> Optional[str]:
+    """Why a record read back (a file, the registry) cannot be trusted as one, or ``None``: a
+    ``pins``/``hashes`` name that is not a distribution name (PEP 508), an ``input_digest`` or
+    ``image_digest`` that is neither ``null`` nor ``sha256:<64 lower-case hex>``, a ``pins``
+    value that is not a string, or a control character (a line break, ESC, a bidirectional
+    control) in any string of the record but its ``tests`` (a test's name is by default its
+    command, which may be several lines). Cheap: one pass over the record's strings.
+
+    :returns: one phrase naming the field: ``"pins name 'x|y' is not a distribution name"``.
+    """
+    for key in ("pins", "hashes"):
+        for name in record.get(key) or {}:
+            if not _DISTRIBUTION.fullmatch(name):
+                return f"{key} name {clipped(name, 80)!r} is not a distribution name"
+    for name, version in (record.get("pins") or {}).items():
+        if not isinstance(version, str):
+            return f"pins.{name} is not a string"
+    for key in ("input_digest", "image_digest"):
+        value = record.get(key)
+        if value is not None and (not isinstance(value, str) or not _RECORD_DIGEST.fullmatch(value)):
+            return f"{key} {clipped(str(value), 80)!r} is not a sha256:<64 hex> digest"
+    for path, value in _strings({k: v for k, v in record.items() if k != "tests"}, "record"):
+        fault = control_fault(value, allow="")
+        if fault:
+            return f"{path.removeprefix('record.').removeprefix('record ')} holds {fault}"
+    return None
+
+
 def parse_records(text: str, where: str) -> List[dict]:
     """Records from JSON text: one record, a list of them, or a plan (``bake-plan plan --format
     json``, whose records are :func:`plan_records`).
 
     :raises UsageError: not JSON, nested deeper than :data:`bake.documents.MAX_DEPTH`, or none of
         those shapes, naming ``where`` and what is missing: ``FILE: not a bake-plan plan or nightly
-        record (an empty list)``, ``(… lacks 'target', 'arch')``.
+        record (an empty list)``, ``(… lacks 'target', 'arch')``; or a record
+        :func:`record_fault` refuses: ``FILE: item 0: an unreadable record: pins name 'x|y' is
+        not a distribution name``.
     """
     try:
         data = parse_json(text)
@@ -210,9 +260,14 @@ def parse_records(text: str, where: str) -> List[dict]:
         if not all(isinstance(t, dict) for t in data["target"].values()):
             raise _not_records(where, "a plan's 'target' block holding a target that is not a table")
         try:
-            return plan_records(data)
+            found = plan_records(data)
         except (AttributeError, TypeError):  # a plan's fields of the wrong types
             raise _not_records(where, "a plan whose fields are not of a plan's types") from None
+        for rec in found:
+            fault = record_fault(rec)
+            if fault:
+                raise UsageError(f"{where}: an unreadable record: target {rec['target']!r}: {fault}")
+        return found
     items = data if isinstance(data, list) else [data]
     if not items:
         raise _not_records(where, "an empty list")
@@ -227,6 +282,9 @@ def parse_records(text: str, where: str) -> List[dict]:
             raise _not_records(where, f"{at}a record without {', '.join(repr(k) for k in missing)}")
         if not isinstance(item.get("pins"), (dict, type(None))) or not isinstance(item.get("sources"), (dict, type(None))):
             raise _not_records(where, f"{at}'pins' and 'sources' must be objects or null")
+        fault = record_fault(item)
+        if fault:
+            raise UsageError(f"{where}: {at}an unreadable record: {fault}")
     return list(items)
 
 
@@ -356,7 +414,9 @@ def source_words(s: dict) -> str:
 
 
 def diff_text(entries: Iterable[dict]) -> str:
-    """The diff for a terminal: one line per target and arch, then its pin and source changes indented."""
+    """The diff for a terminal: one line per target and arch, then its pin and source changes
+    indented; each line as a person is shown text from a file or a registry
+    (:func:`bake.plan.secrets.shown`: credentials redacted, control characters escaped)."""
     lines = []
     for e in entries:
         head = f"{e['target']} ({e['arch']}): {e['status']}"
@@ -367,7 +427,7 @@ def diff_text(entries: Iterable[dict]) -> str:
         lines.append(head)
         lines += [f"  python {w}" for w in pin_words(e["python"])]
         lines += [f"  source {source_words(s)}" for s in e["sources"]]
-    return "\n".join(lines) + "\n"
+    return "\n".join(shown(line) for line in lines) + "\n"
 
 
 def diff_json(entries: Sequence[dict]) -> str:

@@ -58,7 +58,8 @@ def _gunzip(data: bytes, ref: str) -> bytes:
 def record_from_annotations(notes: Dict[str, str], ref: str) -> dict:
     """The record an index's annotations hold.
 
-    :raises RecordError: no record annotation, not JSON, or another schema (naming ``ref``).
+    :raises RecordError: no record annotation, not JSON, another schema, or a field
+        :func:`bake.plan.records.record_fault` refuses (naming ``ref`` and the field).
     """
     try:
         if ANNOTATION in notes:
@@ -75,6 +76,9 @@ def record_from_annotations(notes: Dict[str, str], ref: str) -> dict:
     if not isinstance(data, dict) or data.get("schema") != records.SCHEMA:
         got = data.get("schema") if isinstance(data, dict) else type(data).__name__
         raise RecordError(f"{ref}: a record of schema {got!r}, not {records.SCHEMA!r}")
+    fault = records.record_fault(data)
+    if fault:
+        raise RecordError(f"{ref}: an unreadable record: {fault}")
     return data
 
 
