@@ -58,15 +58,16 @@ def not_regular(mode: int) -> DocumentError:
     return DocumentError(f"is not a regular file ({_kind(mode)})")
 
 
-def read_bytes(path: PathLike) -> bytes:
-    """The bytes of a regular file of at most :data:`MAX_BYTES`.
+def read_bytes(path: PathLike, limit: int = MAX_BYTES) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes (:data:`MAX_BYTES` unless a reader
+    of a smaller kind of file asks for less).
 
     The file is opened non-blocking and checked with ``fstat`` before a byte is read: a FIFO, a
     device (``/dev/zero``; ``/dev/null`` alone reads as empty), a socket or a directory is refused
     at once, never read until memory or forever.
 
     :raises OSError: the file cannot be opened or read (the caller names it, ``err.strerror``).
-    :raises DocumentError: ``is not a regular file (…)``, or ``larger than 64 MiB``.
+    :raises DocumentError: ``is not a regular file (…)``, or ``larger than 64 MiB`` (the limit).
     """
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(path, flags)
@@ -74,16 +75,16 @@ def read_bytes(path: PathLike) -> bytes:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) and not _is_devnull(info):  # /dev/null: empty, as `--config /dev/null` means
             raise not_regular(info.st_mode)
-        if info.st_size > MAX_BYTES:
-            raise _too_large()
+        if info.st_size > limit:
+            raise _too_large(limit)
         handle = os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
     with handle:
-        raw = handle.read(MAX_BYTES + 1)
-    if len(raw) > MAX_BYTES:
-        raise _too_large()
+        raw = handle.read(limit + 1)
+    if len(raw) > limit:
+        raise _too_large(limit)
     return raw
 
 
@@ -94,8 +95,9 @@ def _is_devnull(info: os.stat_result) -> bool:
         return False
 
 
-def _too_large() -> DocumentError:
-    return DocumentError(f"larger than {MAX_BYTES // (1024 * 1024)} MiB: not a file bake-plan reads")
+def _too_large(limit: int = MAX_BYTES) -> DocumentError:
+    size = f"{limit // (1024 * 1024)} MiB" if limit % (1024 * 1024) == 0 else f"{limit:,} bytes"
+    return DocumentError(f"larger than {size}: not a file bake-plan reads")
 
 
 def read_text(path: PathLike) -> str:

@@ -286,3 +286,48 @@ def test_buildkit_reads_a_named_context_s_own_ignore_file(engine, tmp_path):
     engine.docker("buildx", "build", "--build-context", f"extra={other}", "--output", f"type=local,dest={out}",
                   str(ctx), timeout=300)
     assert sorted(p.name for p in (out / "extra").iterdir()) == [".dockerignore", "kept"]
+
+
+def _plugin_on(make_plugin, ctx):
+    """A plugin with a stage ``odd`` (on jax) whose context is ``ctx``."""
+    return make_plugin(f"""
+from bake import Stage, hookimpl
+@hookimpl
+def bake_plan_stages():
+    return [Stage(name="odd", image="odd", parent="jax", context={str(ctx)!r}, registry="ghcr.io/nvidia")]
+""", name="odd-context")
+
+
+def _one_error_line(proc) -> str:
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bake-plan: error: ") and "Traceback" not in proc.stderr, proc.stderr
+    return lines[0]
+
+
+def test_an_ignore_file_over_its_bound_is_one_line_and_not_read(cli, make_plugin, tmp_path):
+    from bake.plan.dockerignore import IGNORE_FILE_BYTES
+    ctx, cwd = tmp_path / "ctx", tmp_path / "cwd"
+    ctx.mkdir()
+    cwd.mkdir()
+    (ctx / "Dockerfile").write_text("FROM scratch\n")
+    site = _plugin_on(make_plugin, ctx)
+    (ctx / ".dockerignore").write_text("*.md\n" * (IGNORE_FILE_BYTES // 5))  # at the bound: read
+    assert cli("plan", "--target", "odd", cwd=cwd, pythonpath=[site]).returncode == 0
+    for rel in cwd.iterdir():
+        rel.unlink()
+    with open(ctx / ".dockerignore", "ab") as f:
+        f.truncate(IGNORE_FILE_BYTES + 1)
+    line = _one_error_line(cli("plan", "--target", "odd", cwd=cwd, pythonpath=[site]))
+    assert str(ctx / ".dockerignore") in line and "larger than 1 MiB" in line, line
+    assert list(cwd.iterdir()) == []
+
+
+def test_an_ignore_file_that_is_a_fifo_is_refused_not_waited_on(cli, make_plugin, tmp_path):
+    ctx, cwd = tmp_path / "ctx", tmp_path / "cwd"
+    ctx.mkdir()
+    cwd.mkdir()
+    (ctx / "Dockerfile").write_text("FROM scratch\n")
+    os.mkfifo(ctx / ".dockerignore")
+    line = _one_error_line(cli("plan", "--target", "odd", cwd=cwd, pythonpath=[_plugin_on(make_plugin, ctx)]))
+    assert str(ctx / ".dockerignore") in line and "a FIFO" in line, line

@@ -17,6 +17,10 @@ build can see:
 Which file: ``<Dockerfile>.dockerignore`` beside the Dockerfile (``app.Dockerfile.dockerignore``)
 when there is one, else ``.dockerignore`` at the context's root; a named context that is a local
 directory reads its own ``.dockerignore``.
+
+Read as untrusted input: a regular file of at most :data:`IGNORE_FILE_BYTES` (a larger one, a FIFO
+or a device is refused in one line), and each pattern is matched in one pass over a path, in time
+linear in the path whatever the pattern (:class:`Pattern`).
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ import os
 import posixpath
 import re
 from typing import List, Optional, Sequence, Tuple
+
+from bake.documents import DocumentError, read_bytes
+from bake.errors import StageError
 
 def clean(path: str) -> str:
     """A slash-separated path cleaned as Go's ``path.Clean`` does: ``.`` and ``..`` resolved,
@@ -346,24 +353,42 @@ class PatternMatcher:
 
 def ignore_file(context: str, dockerfile: Optional[str] = None) -> Optional[str]:
     """The ignore file a build of ``context`` reads: ``<dockerfile>.dockerignore`` beside the
-    Dockerfile (``dockerfile`` relative to ``context`` or absolute) when it is a file, else
-    ``<context>/.dockerignore`` when that is one, else ``None``."""
+    Dockerfile (``dockerfile`` relative to ``context`` or absolute) when it is there, else
+    ``<context>/.dockerignore`` when that is, else ``None``. Anything but a directory counts as
+    there (a FIFO or a device too: :func:`matcher_for` refuses it rather than the build reading
+    another file than BuildKit would)."""
     if dockerfile:
         path = dockerfile if os.path.isabs(dockerfile) else os.path.join(context, dockerfile)
-        if os.path.isfile(path + ".dockerignore"):
+        if _there(path + ".dockerignore"):
             return path + ".dockerignore"
     path = os.path.join(context, ".dockerignore")
-    return path if os.path.isfile(path) else None
+    return path if _there(path) else None
+
+
+def _there(path: str) -> bool:
+    return os.path.exists(path) and not os.path.isdir(path)
+
+
+IGNORE_FILE_BYTES = 1024 * 1024
+"""The largest ignore file read (1 MiB): far above any real one; a larger one is refused, not
+held in memory."""
 
 
 def matcher_for(path: Optional[str]) -> Optional[PatternMatcher]:
     """The matcher of the ignore file at ``path``; ``None`` when there is none, it cannot be
-    read, or it has no pattern. :raises ValueError: a pattern BuildKit refuses."""
+    read (``OSError``), or it has no pattern. It is read as untrusted input
+    (:func:`bake.documents.read_bytes`): a regular file of at most :data:`IGNORE_FILE_BYTES`.
+
+    :raises StageError: the file is larger than :data:`IGNORE_FILE_BYTES`, or is a FIFO, a
+        device, a socket (``ignore file /ctx/.dockerignore: larger than 1 MiB: …``).
+    :raises ValueError: a pattern BuildKit refuses."""
     if path is None:
         return None
     try:
-        with open(path, encoding="utf-8", errors="surrogateescape") as f:
-            patterns = read_patterns(f.read())
+        text = read_bytes(path, IGNORE_FILE_BYTES).decode("utf-8", "surrogateescape")
     except OSError:
         return None
+    except DocumentError as err:
+        raise StageError(f"ignore file {path}: {err}") from None
+    patterns = read_patterns(text)
     return PatternMatcher(patterns) if patterns else None
