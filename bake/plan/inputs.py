@@ -95,7 +95,10 @@ class Hasher:
         left out: :func:`bake.plan.dockerignore.ignore_file` of ``directory`` and
         ``dockerfile``), or ``None`` when ``directory`` is not a local directory (a URL, a
         missing path). An ignore file with a pattern BuildKit refuses leaves nothing out (the
-        build fails on it anyway)."""
+        build fails on it anyway).
+
+        :raises StageError: the ignore file is larger than
+            :data:`bake.plan.dockerignore.IGNORE_FILE_BYTES`, or a FIFO or a device."""
         if not os.path.isdir(directory):
             return None
         ignore = ignore_file(directory, dockerfile)
