@@ -448,6 +448,8 @@ def _publish_gated(settings: Settings) -> int:
     engine.show_commands(_tracing(settings))
     retries = Retries()
     registry = _registry_calls(settings, retries, sys.stderr)
+    if decisions is not None and evidence.digests:
+        registry, decisions = _held_if_moved(wanted, evidence, decisions, registry)
     if decisions is None:
         print("bake-plan: note: no gate applied (no --sitrep): the floating tags move whatever the tests said",
               file=_informing(settings, lines))
@@ -522,6 +524,28 @@ def _publish_gated(settings: Settings) -> int:
               file=sys.stderr)
         return 1
     return unsummarised
+
+
+def _held_if_moved(wanted, evidence, decisions, registry):
+    """Each per-arch tag a build sitrep tested, asked of the registry (:data:`CHECKS_AT_ONCE` at a
+    time): the decisions with every image held whose tag a later build moved
+    (:func:`bake.plan.gate.moved_since_tested`), and the registry calls with those answers kept,
+    so publishing does not ask again. :returns: ``(registry, decisions)``."""
+    import dataclasses
+
+    from bake.plan.gate import moved_since_tested
+    from bake.run.publish import ask_all
+
+    asked = {}
+    for manifest in wanted:
+        for source in manifest.sources:
+            arch = source[len(manifest.tag) + 1:]
+            if (manifest.target, arch) in evidence.digests:
+                asked[(manifest.target, arch, source)] = source
+    answers = dict(zip(asked.values(), ask_all(list(asked.values()), registry.digest)))
+    decisions = moved_since_tested(decisions, evidence, {key: answers[ref] for key, ref in asked.items()})
+    ask = registry.digest
+    return dataclasses.replace(registry, digest=lambda ref: answers[ref] if ref in answers else ask(ref)), decisions
 
 
 def _record_published(settings: Settings, composition: Composition, wanted, outcome, registry,

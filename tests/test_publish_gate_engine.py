@@ -197,6 +197,25 @@ def test_promote_of_a_date_that_failed_is_refused_and_of_one_that_passed_moves(n
     assert now[("ga-other", "latest")] == before[("ga-other", "latest")]  # not in ga-leaf's chain
 
 
+def test_a_tag_a_later_build_moved_is_not_published_on_the_sitrep_of_the_earlier_one(nights):
+    """The sitrep gates the image its build pushed and tested, not whatever the per-arch tag holds
+    by publishing time: ga-root rebuilt for amd64 after night 2's tests holds ga-root back."""
+    before = nights.floating()
+    dated = nights.digest("ga-root", f"nightly-{NIGHT2}")
+    proc = nights.run("build", "--target", "ga-root", "--platform", "linux/amd64", "--date", NIGHT2, "--push",
+                      "--base-image", f"busybox:1.36={nights.engine.registry}/stand-in/busybox:latest",
+                      "--sitrep-dir", str(nights.root / "rebuilt"), night="3")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = nights.publish(NIGHT2, "--sitrep", str(nights.reports2), "--no-record", night="2")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"held back ga-root: {nights.namespace}/ga-root:latest-amd64 now holds sha256:" in proc.stdout
+    assert "which its sitrep built and tested (a later build moved the tag)" in proc.stdout
+    assert "held back ga-other" not in proc.stdout  # its own tags hold what night 2 tested
+    now = nights.floating()
+    assert now[("ga-root", "latest")] == before[("ga-root", "latest")]
+    assert nights.digest("ga-root", f"nightly-{NIGHT2}") == dated  # the dated index is not made again either
+
+
 # --- retries ----------------------------------------------------------------------------------
 
 @pytest.fixture

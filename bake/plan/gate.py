@@ -77,6 +77,8 @@ class Evidence:
         tested image (from ``tests.installed``); absent when the test sitrep did not record it.
     :param sizes: ``(target, arch)`` → the tested image's size in bytes (from ``tests.sizes``);
         absent when the test sitrep did not record it.
+    :param digests: ``(target, arch)`` → ``sha256:…``, the image a one-platform build sitrep
+        pushed (its target's ``digest``), which its tests ran on; absent otherwise.
     :param files: the sitrep files read, for the report.
     """
 
@@ -84,6 +86,7 @@ class Evidence:
     tests: List[TestResult] = field(default_factory=list)
     installed: Dict[Tuple[str, str], Dict[str, str]] = field(default_factory=dict)
     sizes: Dict[Tuple[str, str], int] = field(default_factory=dict)
+    digests: Dict[Tuple[str, str], str] = field(default_factory=dict)
     files: List[str] = field(default_factory=list)
 
     def add_build(self, target: str, arch: str, outcome: str) -> None:
@@ -250,6 +253,34 @@ def decide(composition: Composition, evidence: Evidence, limit: int = 20, size_r
                              distributions=tuple((a, len(evidence.installed[(name, a)])) for a in arches
                                                  if (name, a) in evidence.installed),
                              differing=differing)
+    return out
+
+
+def moved_since_tested(decisions: Mapping[str, Decision], evidence: Evidence,
+                       now: Mapping[Tuple[str, str, str], Optional[str]]) -> Dict[str, Decision]:
+    """``decisions`` with every image held (dated and floating tags alike) whose per-arch tag no
+    longer holds the image its build sitrep pushed and tested: a later build moved it, so what
+    publishing would merge is not what passed.
+
+    :param now: ``(target, arch, per-arch tag)`` → the digest the registry gives for that tag now
+        (``None``: no such image; said elsewhere as missing).
+    :returns: target name → decision, in the order of ``decisions``.
+    """
+    reasons: Dict[str, List[str]] = {}
+    for (target, arch, tag), digest in now.items():
+        tested = evidence.digests.get((target, arch))
+        if tested and digest and digest != tested:
+            reasons.setdefault(target, []).append(
+                f"{tag} now holds {digest[:19]}…, not {tested[:19]}…, which its sitrep built and tested "
+                "(a later build moved the tag)")
+    out: Dict[str, Decision] = {}
+    for name, decision in decisions.items():
+        if name in reasons:
+            decision = Decision(name, dated=False, floating=False,
+                                reasons=tuple(dict.fromkeys([*reasons[name], *decision.reasons])),
+                                sizes=decision.sizes, distributions=decision.distributions,
+                                differing=decision.differing)
+        out[name] = decision
     return out
 
 

@@ -14,7 +14,7 @@ provenance and SBOM (``tests/test_provenance_engine.py``, buildx 0.29 and 0.13 a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, List
+from typing import Callable, List, TypeVar
 
 from bake.errors import BakePlanError, RunError
 from bake.plan.compose import Composition
@@ -46,6 +46,8 @@ def manifests(composition: Composition) -> List[Manifest]:
     return out
 
 
+T = TypeVar("T")
+
 CHECKS_AT_ONCE = 8
 """How many per-arch images :func:`missing_sources` asks the registry about at once (each is a
 docker CLI run of about a second, mostly waiting)."""
@@ -58,17 +60,26 @@ def missing_sources(wanted: List[Manifest], exists: Callable[[str], bool]) -> Li
     :raises bake.errors.BakePlanError: what ``exists`` raised for the first image, in plan order,
         it raised for (the questions not yet asked are not asked).
     """
+    refs = list(dict.fromkeys(source for manifest in wanted for source in manifest.sources))
+    return [ref for ref, ok in zip(refs, ask_all(refs, exists)) if not ok]
+
+
+def ask_all(refs: List[str], question: Callable[[str], T]) -> List[T]:
+    """``question(ref)`` of each of ``refs``, in order, :data:`CHECKS_AT_ONCE` at a time
+    (``question`` must be safe to call from several threads).
+
+    :raises bake.errors.BakePlanError: what ``question`` raised for the first ref, in order, it
+        raised for (the questions not yet asked are not asked).
+    """
     from concurrent.futures import ThreadPoolExecutor
 
-    refs = list(dict.fromkeys(source for manifest in wanted for source in manifest.sources))
     if len(refs) < 2:
-        return [ref for ref in refs if not exists(ref)]
+        return [question(ref) for ref in refs]
     pool = ThreadPoolExecutor(max_workers=min(CHECKS_AT_ONCE, len(refs)))
     try:
-        answers = list(pool.map(exists, refs))
+        return list(pool.map(question, refs))
     finally:  # a failure or an interrupt does not wait for the questions not yet asked
         pool.shutdown(wait=False, cancel_futures=True)
-    return [ref for ref, ok in zip(refs, answers) if not ok]
 
 
 class PublishIncomplete(RunError):

@@ -13,6 +13,7 @@ The shape read (:mod:`bake.run.sitrep`): ``targets.<name>`` with ``outcome`` (a 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Iterable, List
 
@@ -26,6 +27,7 @@ MAX_FILES = 1000
 
 MAX_BYTES = 64 * 1024 * 1024
 """A sitrep larger than this is refused unread (the largest a nightly writes is a few MB)."""
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 def sitrep_files(given: Iterable[str], where: str = "--sitrep") -> List[Path]:
@@ -95,6 +97,11 @@ def _read_one(data, path: Path, where: str, evidence: Evidence) -> None:
             raise UsageError(f"{where} {path}: {field}.platforms is not a list of platforms")
         for platform in platforms:
             evidence.add_build(name, arch_of_platform(_text(platform, path, f"{field}.platforms", where)), outcome)
+        digest = target.get("digest")
+        if digest is not None and (not isinstance(digest, str) or not _DIGEST.fullmatch(digest)):
+            raise UsageError(f"{where} {path}: {field}.digest is not a digest (sha256:<64 hex digits>)")
+        if digest is not None and len(platforms) == 1:  # a per-arch build: the image its tests ran on
+            evidence.digests[(name, arch_of_platform(platforms[0]))] = digest
     tests = data.get("tests")
     if tests is None:
         return
