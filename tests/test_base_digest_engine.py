@@ -64,6 +64,11 @@ def test_only_the_tag_references_a_target_starts_from_are_asked(tmp_path):
     assert refs["root-mealkit"] == refs["root"] == ["localhost:5555/x/one:1"]
     assert refs["child-mealkit"] == refs["child"] == []  # its base is the parent's meal kit (target:)
     assert refs["other-mealkit"] == []  # pinned by digest: the text says it
+    # a named context by tag (--base-image ORIG=REPL:tag) is asked; one by digest is not
+    assert base_references({"contexts": {"busybox:1.36": "docker-image://localhost:5555/x/b:1",
+                                         "p": "docker-image://localhost:5555/x/p@sha256:" + "b" * 64,
+                                         "t": "target:root"}, "dockerfile-inline": "FROM busybox:1.36\n"}) \
+        == ["localhost:5555/x/b:1"]
 
 
 @pytest.mark.engine
@@ -142,7 +147,10 @@ def push_base(registry: str, repository: str, tag: str, label: str) -> str:
 
 
 @pytest.mark.engine
-def test_skip_unchanged_rebuilds_the_chain_of_a_base_tag_that_moved(cli, engine, make_plugin, tmp_path):
+@pytest.mark.parametrize("given", ["stage", "base-image mapping"])
+def test_skip_unchanged_rebuilds_the_chain_of_a_base_tag_that_moved(cli, engine, make_plugin, tmp_path, given):
+    """The base given by the stage's base_image, or by --base-image ORIG=REPL:tag (a named
+    context by tag): either way a new image under the tag rebuilds that chain."""
     import os
 
     space = f"bd{uuid.uuid4().hex[:8]}"
@@ -154,11 +162,12 @@ def test_skip_unchanged_rebuilds_the_chain_of_a_base_tag_that_moved(cli, engine,
         (tmp_path / name).mkdir()
         (tmp_path / name / "Dockerfile").write_text(dockerfile)
         (tmp_path / name / "f").write_text(name)
-    env = dict(os.environ, BASE_FAMILY_DIR=str(tmp_path), BASE_FAMILY_REGISTRY=namespace, BASE_FAMILY_BASE=base,
-               PYTHONPATH=str(make_plugin(BASE_FAMILY)))
+    mapped = () if given == "stage" else ("--base-image", f"busybox:1.36={base}")
+    env = dict(os.environ, BASE_FAMILY_DIR=str(tmp_path), BASE_FAMILY_REGISTRY=namespace,
+               BASE_FAMILY_BASE=base if given == "stage" else "busybox:1.36", PYTHONPATH=str(make_plugin(BASE_FAMILY)))
 
     def night(date: str, record: bool = True):
-        args = ("--target", "bd-mid", "--target", "bd-other", "--platform", "linux/amd64", "--date", date)
+        args = ("--target", "bd-mid", "--target", "bd-other", "--platform", "linux/amd64", "--date", date, *mapped)
         out = cli("build", *args, "--push", "--skip-unchanged", "--sitrep-dir", f"r-{date}", "-o", f"p-{date}.hcl",
                   cwd=tmp_path, env=env, check=True)
         if record:

@@ -168,23 +168,28 @@ def base_references(target: dict) -> List[str]:
     """The images a target starts from that only a registry can tell the digest of: its
     Dockerfile's ``FROM`` images (:func:`bake.plan.dockerfile.from_images`, with the target's
     args), less those its named contexts replace (a ``target:``, a pinned ``docker-image://``)
-    and those pinned by digest already (``…@sha256:…``). ``[]`` when the Dockerfile cannot be
-    read here."""
+    and those pinned by digest already (``…@sha256:…``); a ``FROM`` image a named context replaces
+    by tag (``docker-image://REF`` with no digest: a ``--base-image ORIG=REPL:tag``) counts as
+    ``REF``. ``[]`` when the Dockerfile cannot be read here."""
     text = read_dockerfile(target.get("context"), target.get("dockerfile") or "Dockerfile",
                            target.get("dockerfile-inline"))
     if text is None:
         return []
-    contexts = set(target.get("contexts") or {})
+    contexts = target.get("contexts") or {}
     out = []
     for image in from_images(text, target.get("args") or {}):
         try:
             key = context_name(image)
         except ValueError:
             continue  # not an image reference: BuildKit refuses it
-        if image in contexts or key in contexts or "@" in image:
+        value = str(contexts.get(image, contexts.get(key, "")))
+        if value.startswith("docker-image://") and "@" not in value:  # --base-image ORIG=REPL:tag
+            out.append(value[len("docker-image://"):])
+        elif image in contexts or key in contexts or "@" in image:
             continue
-        out.append(image)
-    return out
+        else:
+            out.append(image)
+    return list(dict.fromkeys(out))
 
 
 def _inputs(target: dict, digest_of, hasher: Hasher, resolved: Optional[Mapping[str, Optional[str]]] = None) -> dict:
