@@ -1027,33 +1027,45 @@ def record(settings: Settings) -> int:
     :raises bake.run.engine.RegistryError: the registry refused a record or did not answer.
     """
     plan = compose(settings).plan
+    # the SBOMs are made and their files checked before any record is pushed: a bad --sbom stops first
+    sboms = _sboms(settings, plan, settings.sbom_dir) if settings.sbom_dir is not None else []
     pushed = _record_sitreps(settings, plan, dry_run=settings.dry_run)
-    if settings.sbom_dir is not None:
-        _write_sboms(settings, plan, settings.sbom_dir)
+    for out, text in sboms:
+        write_atomic(str(out), text, what="the SBOM")
+        print(f"wrote {out}", flush=True)
     return 0 if pushed else 1
 
 
-def _write_sboms(settings: Settings, plan: dict, directory: Path) -> None:
+def _sboms(settings: Settings, plan: dict, directory: Path) -> list:
     """``record --sbom DIR``: each record the sitreps give for a pushed image, as a CycloneDX SBOM
-    (:func:`bake.plan.sbom.sbom_json`) in ``DIR/<target>-<date>-<arch>.cdx.json``; a line per file.
+    (:func:`bake.plan.sbom.sbom_json`) for ``DIR/<target>-<date>-<arch>.cdx.json``, made before
+    anything is written. A record that would not be pushed (not passed, no valid digest, a field
+    :func:`bake.plan.records.record_fault` refuses) gets none.
 
+    :returns: ``[(path, text)]``.
     :raises bake.errors.UsageError: a sitrep that is missing or not JSON.
-    :raises OutputError: ``DIR`` cannot be made or written.
+    :raises OutputError: ``DIR`` cannot be made, or a file's place is a symbolic link or not a
+        regular file (nothing is written through it).
     """
     from bake.plan import records
     from bake.plan.sbom import sbom_json
 
+    out = []
     for data in _sitrep_documents(settings):
         for rec in records.make_records(plan, data, settings.date):
-            if not (rec["repository"] and rec["outcome"] == "pass" and rec["image_digest"]):
+            if not (rec["repository"] and rec["outcome"] == "pass" and isinstance(rec["image_digest"], str)) \
+                    or records.record_fault(rec):
                 continue  # no record is pushed for it either
             try:
                 directory.mkdir(parents=True, exist_ok=True)
             except OSError as err:
                 raise OutputError(f"--sbom {directory}: {err.strerror or err}") from None
-            out = directory / f"{rec['target']}-{settings.date.isoformat()}-{rec['arch']}.cdx.json"
-            write_atomic(str(out), sbom_json(rec), what="the SBOM")
-            print(f"wrote {out}", flush=True)
+            path = directory / f"{rec['target']}-{settings.date.isoformat()}-{rec['arch']}.cdx.json"
+            if path.is_symlink() or (path.exists() and not path.is_file()):
+                raise OutputError(f"--sbom {path}: a symbolic link or not a regular file: bake-plan writes no SBOM "
+                                  "through it")
+            out.append((path, sbom_json(rec)))
+    return out
 
 
 def _sitrep_documents(settings: Settings):

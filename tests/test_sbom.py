@@ -167,3 +167,26 @@ def test_build_and_plan_keep_their_sbom_switch_beside_records_sbom_directory(cli
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     if argv[0] == "--sbom":
         assert "type=sbom" in (tmp_path / "plan.hcl").read_text()
+
+
+@pytest.mark.parametrize("digest", ["sha256:" + "c" * 64, 5, "notadigest"])
+def test_record_sbom_writes_nothing_through_a_link_and_makes_none_for_a_bad_digest(cli, tmp_path, digest):
+    """A planted link where an SBOM goes is refused before any record is pushed (nothing written
+    through it); a sitrep digest that is no digest gives neither a record nor an SBOM."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    (tmp_path / "sboms").mkdir()
+    (tmp_path / "sboms" / f"jax-{DATE}-amd64.cdx.json").symlink_to(victim)
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "sitrep.json").write_text(json.dumps({"targets": {
+        "jax": {"outcome": "pass", "digest": digest, "platforms": ["linux/amd64"]}}}))
+    proc = cli("record", "--target", "jax", "--platform", "linux/amd64", "--registry", "localhost:5555/nowhere",
+               "--date", DATE.isoformat(), "--sitrep", "reports", "--sbom", "sboms", "--dry-run", cwd=tmp_path)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert victim.read_text() == "keep me\n"
+    if isinstance(digest, str) and digest.startswith("sha256:"):
+        assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert "a symbolic link or not a regular file: bake-plan writes no SBOM through it" in proc.stderr
+        assert "would" not in proc.stdout  # refused before any record
+    else:
+        assert "wrote" not in proc.stdout, proc.stdout
