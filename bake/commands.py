@@ -286,7 +286,10 @@ def _skip_unchanged(settings: Settings, composition: Composition) -> bool:
         if digest is None:
             print(f"bake-plan: base image {ref}: its registry gave no digest; the targets built from it "
                   "count as changed", file=sys.stderr)
-    unchanged = records.unchanged_targets(plan, read_latest(plan))
+    def unreadable(target: str, ref: str, err) -> None:  # said, and the target builds as usual
+        print(f"bake-plan: {err}; {target} builds as usual", file=sys.stderr)
+
+    unchanged = records.unchanged_targets(plan, read_latest(plan, unreadable=unreadable))
     for name, record in unchanged.items():
         print(f"bake-plan: {records.unchanged_line(name, record)}")
         source = f"{record['repository']}@{record['image_digest']}"

@@ -236,3 +236,24 @@ def test_diff_of_a_hostile_record_file_is_one_escaped_line_exit_2(cli, tmp_path)
     (tmp_path / "b.json").write_text(json.dumps({**good, "pins": {"numpy": "2.0"}}))
     ok = cli(*common, "--from", "a.json", "--to", "b.json", cwd=tmp_path, check=True)
     assert "jax (amd64): unchanged" in ok.stdout and "  python ↑ numpy 1.0 → 2.0" in ok.stdout
+
+
+def test_skip_unchanged_takes_an_unreadable_newest_record_as_none_and_says_so():
+    """``read_latest`` with ``unreadable``: a record whose image digest is no digest (what
+    ``build --skip-unchanged`` would hand to ``imagetools create``) counts as no record, said."""
+    import pytest
+
+    from bake.errors import RecordError
+    from bake.plan.names import arch_of
+    from bake.run.record import read_latest
+
+    plan = {"target": {"jax": {"platforms": ["linux/amd64"], "tags": ["localhost:5555/x/jax:latest-amd64"]}}}
+    refs = [ref for _, _, ref in records.latest_refs(plan)]
+    assert refs and arch_of("linux/amd64") == "amd64"
+    bad = {**record("jax", "sha256:" + "1" * 64, {"numpy": "1.0"}), "image_digest": "sha256:zz --help"}
+    notes = lambda ref: {"io.bake-plan.record": json.dumps(bad)}  # noqa: E731
+    said = []
+    assert read_latest(plan, notes, unreadable=lambda target, ref, err: said.append((target, ref, str(err)))) == {}
+    assert said and said[0][0] == "jax" and "an unreadable record: image_digest" in said[0][2]
+    with pytest.raises(RecordError):  # without the callback the error is raised, as before
+        read_latest(plan, notes)

@@ -155,13 +155,24 @@ def read_records(plan: dict, date: datetime.date,
     return out
 
 
-def read_latest(plan: dict, annotations: Optional[Callable[[str], Optional[Dict[str, str]]]] = None
+def read_latest(plan: dict, annotations: Optional[Callable[[str], Optional[Dict[str, str]]]] = None,
+                unreadable: Optional[Callable[[str, str, RecordError], None]] = None
                 ) -> Dict[Tuple[str, str], dict]:
     """The newest record of every tagged target and platform of ``plan`` that has one:
-    ``(target, arch)`` → record (:func:`bake.plan.records.latest_refs`)."""
+    ``(target, arch)`` → record (:func:`bake.plan.records.latest_refs`).
+
+    :param unreadable: ``(target, ref, error)`` for a record that is there but cannot be read
+        (:class:`RecordError`): that target counts as having none. ``None``: the error is raised.
+    """
     out = {}
     for target, arch, ref in records.latest_refs(plan):
-        found = read_record(ref, annotations)
+        try:
+            found = read_record(ref, annotations)
+        except RecordError as err:
+            if unreadable is None:
+                raise
+            unreadable(target, ref, err)
+            continue
         if found is not None:
             out[(target, arch)] = found
     return out
