@@ -151,8 +151,14 @@ def test_all_or_nothing_moves_no_floating_tag_when_one_image_is_held(tmp_path):
     ('{"targets": {}, "tests": {"results": [], "installed": [{"target": "a", "platform": "linux/amd64", '
      '"distributions": {"numpy": 2}}]}}', "tests.installed[0].distributions.numpy is not a string"),
     ("[" * 5000, "nested too deeply"),
+    ('{"targets": {}, "tests": {"results": [], "sizes": [{"target": "a", "platform": "linux/arm64\\nX", '
+     '"size_bytes": 1}]}}', "tests.sizes[0].platform is not a platform bake-plan builds for (linux/amd64"),
+    ('{"targets": {"x": {"outcome": "pass", "platforms": ["bogus"]}}}',
+     "targets.x.platforms is not a platform bake-plan builds for"),
+    ('{"targets": {"x": {"outcome": "pass", "platforms": ["linux/amd64"], "digest": 5}}}',
+     "targets.x.digest is not a digest (sha256:<64 hex digits>)"),
 ], ids=["not-json", "a-list", "target-not-a-table", "no-platforms", "outcome-an-int", "result-without-target",
-        "version-an-int", "deep"])
+        "version-an-int", "deep", "size-of-an-unknown-platform", "unknown-platform", "digest-an-int"])
 def test_a_malformed_sitrep_is_one_line_naming_the_file_and_field(tmp_path, content, needle):
     path = tmp_path / "sitrep.json"
     path.write_text(content)
@@ -160,6 +166,14 @@ def test_a_malformed_sitrep_is_one_line_naming_the_file_and_field(tmp_path, cont
         read_sitreps([str(path)])
     assert str(err.value).startswith(f"--sitrep {path}: ") and needle in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_installed_names_compare_as_pip_normalises_them(tmp_path):
+    """``NVIDIA_CuBLAS`` in a sitrep is ``nvidia-cublas``; ``Foo.Bar`` and ``foo_bar`` are one."""
+    path = tmp_path / "sitrep.json"
+    path.write_text(json.dumps({"targets": {}, "tests": {"results": [], "installed": [
+        {"target": "a", "platform": "linux/amd64", "distributions": {"NVIDIA_CuBLAS": "12", "Foo.Bar": "1"}}]}}))
+    assert read_sitreps([str(path)]).installed[("a", "amd64")] == {"nvidia-cublas": "12", "foo-bar": "1"}
 
 
 def test_a_missing_sitrep_or_an_empty_directory_is_refused(tmp_path):

@@ -19,7 +19,8 @@ from typing import Iterable, List
 
 from bake.documents import DocumentError, not_regular, read_json
 from bake.errors import UsageError
-from bake.plan.gate import Evidence, TestResult, arch_of_platform
+from bake.plan.gate import Evidence, TestResult, arch_of_platform, distribution_name
+from bake.plan.names import PLATFORM_ARCH
 
 SITREP = "sitrep.json"
 MAX_FILES = 1000
@@ -55,6 +56,16 @@ def sitrep_files(given: Iterable[str], where: str = "--sitrep") -> List[Path]:
         if len(out) > MAX_FILES:
             raise UsageError(f"{where} {value}: more than {MAX_FILES} sitreps")
     return list(dict.fromkeys(out))
+
+
+def _arch(value, path: Path, field: str, where: str) -> str:
+    """The arch of a platform a sitrep names (``linux/arm64`` → ``arm64``): one bake-plan builds
+    for, else refused (an unknown one would compare with nothing and pass unseen)."""
+    text = _text(value, path, field, where)
+    if text not in PLATFORM_ARCH:
+        raise UsageError(f"{where} {path}: {field} is not a platform bake-plan builds for "
+                         f"({', '.join(PLATFORM_ARCH)})")
+    return arch_of_platform(text)
 
 
 def _text(value, path: Path, field: str, where: str) -> str:
@@ -96,12 +107,12 @@ def _read_one(data, path: Path, where: str, evidence: Evidence) -> None:
         if not isinstance(platforms, list) or not platforms:
             raise UsageError(f"{where} {path}: {field}.platforms is not a list of platforms")
         for platform in platforms:
-            evidence.add_build(name, arch_of_platform(_text(platform, path, f"{field}.platforms", where)), outcome)
+            evidence.add_build(name, _arch(platform, path, f"{field}.platforms", where), outcome)
         digest = target.get("digest")
         if digest is not None and (not isinstance(digest, str) or not _DIGEST.fullmatch(digest)):
             raise UsageError(f"{where} {path}: {field}.digest is not a digest (sha256:<64 hex digits>)")
         if digest is not None and len(platforms) == 1:  # a per-arch build: the image its tests ran on
-            evidence.digests[(name, arch_of_platform(platforms[0]))] = digest
+            evidence.digests[(name, _arch(platforms[0], path, f"{field}.platforms", where))] = digest
     tests = data.get("tests")
     if tests is None:
         return
@@ -113,7 +124,7 @@ def _read_one(data, path: Path, where: str, evidence: Evidence) -> None:
             raise UsageError(f"{where} {path}: {field} is not a table")
         words = {key: _text(result.get(key), path, f"{field}.{key}", where)
                  for key in ("stage", "target", "platform", "test", "outcome")}
-        evidence.tests.append(TestResult(words["stage"], words["target"], arch_of_platform(words["platform"]),
+        evidence.tests.append(TestResult(words["stage"], words["target"], _arch(words["platform"], path, f"{field}.platform", where),
                                          words["test"], words["outcome"]))
     installed = tests.get("installed", [])
     if not isinstance(installed, list):
@@ -123,10 +134,10 @@ def _read_one(data, path: Path, where: str, evidence: Evidence) -> None:
         if not isinstance(entry, dict) or not isinstance(entry.get("distributions"), dict):
             raise UsageError(f"{where} {path}: {field} is not a table with a 'distributions' table")
         target = _text(entry.get("target"), path, f"{field}.target", where)
-        arch = arch_of_platform(_text(entry.get("platform"), path, f"{field}.platform", where))
+        arch = _arch(entry.get("platform"), path, f"{field}.platform", where)
         dists = {}
         for name, version in entry["distributions"].items():
-            dists[_text(name, path, f"{field}.distributions", where)] = \
+            dists[distribution_name(_text(name, path, f"{field}.distributions", where))] = \
                 _text(version, path, f"{field}.distributions.{name}", where)
         evidence.installed[(target, arch)] = dists
     sizes = tests.get("sizes", [])
@@ -137,7 +148,7 @@ def _read_one(data, path: Path, where: str, evidence: Evidence) -> None:
         if not isinstance(entry, dict):
             raise UsageError(f"{where} {path}: {field} is not a table")
         target = _text(entry.get("target"), path, f"{field}.target", where)
-        arch = arch_of_platform(_text(entry.get("platform"), path, f"{field}.platform", where))
+        arch = _arch(entry.get("platform"), path, f"{field}.platform", where)
         size = entry.get("size_bytes")
         if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size < 2 ** 63:
             raise UsageError(f"{where} {path}: {field}.size_bytes is not a number of bytes")
