@@ -231,7 +231,7 @@ def test_a_size_ratio_is_a_finite_number_of_at_least_one(value, ratio):
     assert size_ratio(value, "--arch-size-ratio") == ratio
 
 
-@pytest.mark.parametrize("value", ["0.99", "0", "-2", "inf", "nan", "two", True, [2]])
+@pytest.mark.parametrize("value", ["0.99", "0", "-2", "inf", "nan", "two", True, [2], "1_0", "\uff12", " 2", "2\n"])
 def test_a_bad_size_ratio_names_where_it_came_from(value):
     with pytest.raises(UsageError, match=r"^--arch-size-ratio: .* is not a size ratio: a number of at least 1"):
         size_ratio(value, "--arch-size-ratio")

@@ -294,6 +294,9 @@ def progress(value: str, where: str) -> str:
     return value
 
 
+_DECIMAL = re.compile(r"[0-9]+(\.[0-9]+)?", re.ASCII)
+
+
 def size_ratio(value, where: str) -> float:
     """``publish --arch-size-ratio`` / ``arch-size-ratio``: how many times the smallest arch's image
     the largest may be (:func:`bake.plan.gate.size_reason`), a finite number of at least 1 (an
@@ -303,7 +306,10 @@ def size_ratio(value, where: str) -> float:
     if isinstance(value, str):
         _filled(value, where)
     try:
-        ratio = float(value) if not isinstance(value, bool) else math.nan
+        if isinstance(value, bool) or (isinstance(value, str) and not _DECIMAL.fullmatch(value)):
+            ratio = math.nan  # float() also takes "1_0", " 2" and other scripts' digits
+        else:
+            ratio = float(value)
     except (TypeError, ValueError):
         ratio = math.nan
     if not (math.isfinite(ratio) and ratio >= 1):
