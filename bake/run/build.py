@@ -15,7 +15,6 @@ from typing import Any, List, Optional, Sequence, Tuple
 from bake.errors import OutputError, RunError, UsageError
 from bake.owned import Record
 from bake.plan.compose import DEFAULT_GROUP, Composition
-from bake.plan.names import normalise_reference
 from bake.plan.render import granted, read_paths
 from bake.plan.secrets import redact
 from bake.plan.validate import is_context_url
@@ -411,13 +410,6 @@ def resolve_base_digests(composition: Composition, digest=None) -> dict:
     return resolved
 
 
-def _spelling(image: str) -> str:
-    try:
-        return normalise_reference(image)
-    except ValueError:
-        return image
-
-
 def base_images_seen(plan: dict, images: Optional[dict]) -> dict:
     """The images BuildKit's progress showed each target starting from
     (:meth:`bake.run.progress.ProgressReader.images`), less its named contexts that are no image:
@@ -428,9 +420,9 @@ def base_images_seen(plan: dict, images: Optional[dict]) -> dict:
     out = {}
     for target, seen in (images or {}).items():
         contexts = (plan.get("target", {}).get(target) or {}).get("contexts") or {}
-        not_images = {_spelling(name) for name, value in contexts.items()
+        not_images = {sitrep.image_spelling(name) for name, value in contexts.items()
                       if isinstance(value, str) and (value.startswith("target:") or not is_context_url(value))}
-        out[target] = [found for found in seen if _spelling(found[0]) not in not_images]
+        out[target] = [found for found in seen if sitrep.image_spelling(found[0]) not in not_images]
     return out
 
 

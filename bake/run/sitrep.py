@@ -156,20 +156,21 @@ def base_images(meta: dict, tools: Sequence[str] = (), seen: Sequence[tuple] = (
                      "digest": f"sha256:{digest}"}
             if entry not in out and not _is_one_of(entry["image"], tools):
                 out.append(entry)
-    have = {(_spelling(e["image"]), e["platform"]) for e in out}
+    have = {(image_spelling(e["image"]), e["platform"]) for e in out}
     for image, platform, digest in sorted(seen, key=lambda found: found[2] is None):  # pinned ones first
         if _is_one_of(image, tools):
             continue
         for one in [platform] if platform else (list(platforms) or [None]):
-            if (_spelling(image), one) in have:
+            if (image_spelling(image), one) in have:
                 continue
-            have.add((_spelling(image), one))
+            have.add((image_spelling(image), one))
             out.append({"image": image, "platform": one, "digest": digest or resolve(image)})
     return sorted(out, key=lambda entry: (entry["image"], entry["platform"] or ""))
 
 
-def _spelling(image: str) -> str:
-    """One spelling per image (:func:`bake.plan.names.normalise_reference`), else as it is."""
+def image_spelling(image: str) -> str:
+    """One spelling per image (:func:`bake.plan.names.normalise_reference`), else as it is: how
+    two names of one image (``busybox``, ``docker.io/library/busybox:latest``) compare equal."""
     try:
         return normalise_reference(image)
     except ValueError:
