@@ -366,6 +366,44 @@ def test_a_move_failing_part_way_puts_the_tags_already_moved_back(engine, refusi
 
 # --- arches that do not agree -------------------------------------------------------------------
 
+def _one_stage_family(tmp_path: Path, dist: str, stage_code: str) -> Path:
+    """A plugin distribution ``dist`` on a site directory whose ``bake_plan_stages`` returns
+    ``stage_code`` (one ``Stage(...)`` expression, ``SITE`` naming the site directory)."""
+    site = tmp_path / "site"
+    module = dist.replace("-", "_")
+    (site / f"{module}-0.0.dist-info").mkdir(parents=True)
+    (site / f"{module}-0.0.dist-info" / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.0\n")
+    (site / f"{module}-0.0.dist-info" / "entry_points.txt").write_text(f"[bake_plan]\n{dist} = {module}\n")
+    (site / f"{module}.py").write_text(textwrap.dedent(f'''
+        from bake import Stage, hookimpl
+        SITE = {str(site)!r}
+        @hookimpl
+        def bake_plan_stages():
+            return [{stage_code}]
+        '''))
+    return site
+
+
+def _one_stage_cli(tmp_path: Path, site: Path, target: str):
+    """``run(command, *args, env=None)``: bake-plan on ``target`` of the family at ``site``, dated NIGHT2."""
+    def run(*args, env=None):
+        return subprocess.run([str(console_script()), *args[:1], "--config", os.devnull, "--target", target,
+                               "--date", NIGHT2, *args[1:]], cwd=tmp_path,
+                              env=dict(os.environ, PYTHONPATH=str(site), **(env or {})),
+                              capture_output=True, text=True, timeout=900)
+    return run
+
+
+def _build_and_test_per_arch(run, reports: Path, base_image: str) -> None:
+    """Build (``--push``) and test the family on amd64, then arm64, each into ``reports/<arch>``."""
+    for arch in ("amd64", "arm64"):
+        where = ["--platform", f"linux/{arch}", "--sitrep-dir", str(reports / arch)]
+        proc = run("build", *where, "--push", "--base-image", base_image)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        proc = run("test", *where)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+
+
 PY_DOCKERFILE = """\
 ARG BASE_IMAGE=python:3.11-slim-bookworm
 FROM ${BASE_IMAGE}
@@ -380,33 +418,14 @@ RUN if [ "$TARGETARCH" = arm64 ]; then \\
 
 def test_arches_with_different_distributions_hold_the_image_naming_the_distribution(engine, tmp_path):
     namespace = f"{engine.registry}/ga{uuid.uuid4().hex[:8]}"
-    site = tmp_path / "site"
-    (site / "ga_py-0.0.dist-info").mkdir(parents=True)
-    (site / "ga_py-0.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: ga-py\nVersion: 0.0\n")
-    (site / "ga_py-0.0.dist-info" / "entry_points.txt").write_text("[bake_plan]\nga-py = ga_py\n")
-    (site / "ga_py.py").write_text(textwrap.dedent(f'''
-        from bake import Stage, hookimpl
-        @hookimpl
-        def bake_plan_stages():
-            return [Stage(name="py", image="py", kind="single", context={str(site / "py")!r},
+    site = _one_stage_family(tmp_path, "ga-py", f'''Stage(name="py", image="py", kind="single", context=SITE + "/py",
                           base_image="python:3.11-slim-bookworm", registry={namespace!r}, tests=("python3 -V",),
-                          platforms=("linux/amd64", "linux/arm64"))]
-        '''))
+                          platforms=("linux/amd64", "linux/arm64"))''')
     (site / "py").mkdir()
     (site / "py" / "Dockerfile").write_text(PY_DOCKERFILE)
-
-    def run(*args):
-        return subprocess.run([str(console_script()), *args[:1], "--config", os.devnull, "--target", "py", "--date",
-                               NIGHT2, *args[1:]], cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(site)),
-                              capture_output=True, text=True, timeout=900)
-
-    for arch in ("amd64", "arm64"):
-        where = ["--platform", f"linux/{arch}", "--sitrep-dir", str(tmp_path / "reports" / arch)]
-        proc = run("build", *where, "--push", "--base-image",
-                   f"python:3.11-slim-bookworm={engine.registry}/stand-in/python:bookworm")
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        proc = run("test", *where)
-        assert proc.returncode == 0, proc.stderr[-3000:]
+    run = _one_stage_cli(tmp_path, site, "py")
+    _build_and_test_per_arch(run, tmp_path / "reports",
+                             f"python:3.11-slim-bookworm={engine.registry}/stand-in/python:bookworm")
     installed = {arch: json.loads((tmp_path / "reports" / arch / "sitrep.json").read_text())["tests"]["installed"]
                  for arch in ("amd64", "arm64")}
     assert [(e["target"], e["platform"]) for e in installed["arm64"]] == [("py", "linux/arm64")]
@@ -434,36 +453,16 @@ COPY payload-${TARGETARCH} /opt/payload
 
 def test_an_arch_far_larger_than_the_other_holds_the_image_naming_both_sizes(engine, tmp_path):
     namespace = f"{engine.registry}/gs{uuid.uuid4().hex[:8]}"
-    site = tmp_path / "site"
-    (site / "ga_sized-0.0.dist-info").mkdir(parents=True)
-    (site / "ga_sized-0.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: ga-sized\nVersion: 0.0\n")
-    (site / "ga_sized-0.0.dist-info" / "entry_points.txt").write_text("[bake_plan]\nga-sized = ga_sized\n")
-    (site / "ga_sized.py").write_text(textwrap.dedent(f'''
-        from bake import Stage, hookimpl
-        @hookimpl
-        def bake_plan_stages():
-            return [Stage(name="gs-big", image="gs-big", kind="single", context={str(site / "ctx")!r},
-                          base_image="busybox:1.36", registry={namespace!r}, tests=("true",),
-                          platforms=("linux/amd64", "linux/arm64"))]
-        '''))
+    site = _one_stage_family(tmp_path, "ga-sized", f'''Stage(name="gs-big", image="gs-big", kind="single",
+                          context=SITE + "/ctx", base_image="busybox:1.36", registry={namespace!r}, tests=("true",),
+                          platforms=("linux/amd64", "linux/arm64"))''')
     (site / "ctx").mkdir()
     (site / "ctx" / "Dockerfile").write_text(SIZED_DOCKERFILE)  # no RUN: the arm64 build needs no emulation
     (site / "ctx" / "payload-amd64").write_bytes(b"small\n")
     (site / "ctx" / "payload-arm64").write_bytes(os.urandom(20_000_000))  # incompressible: as large pushed as stored
-
-    def run(*args, env=None):
-        return subprocess.run([str(console_script()), *args[:1], "--config", os.devnull, "--target", "gs-big",
-                               "--date", NIGHT2, *args[1:]], cwd=tmp_path,
-                              env=dict(os.environ, PYTHONPATH=str(site), **(env or {})),
-                              capture_output=True, text=True, timeout=900)
-
+    run = _one_stage_cli(tmp_path, site, "gs-big")
     reports = tmp_path / "reports"
-    for arch in ("amd64", "arm64"):
-        where = ["--platform", f"linux/{arch}", "--sitrep-dir", str(reports / arch)]
-        proc = run("build", *where, "--push", "--base-image", f"busybox:1.36={engine.registry}/stand-in/busybox:latest")
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        proc = run("test", *where)
-        assert proc.returncode == 0, proc.stderr[-3000:]
+    _build_and_test_per_arch(run, reports, f"busybox:1.36={engine.registry}/stand-in/busybox:latest")
     sizes = {}
     for arch in ("amd64", "arm64"):
         recorded = json.loads((reports / arch / "sitrep.json").read_text())["tests"]["sizes"]
