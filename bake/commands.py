@@ -568,7 +568,7 @@ def _record_published(settings: Settings, composition: Composition, wanted, outc
     if not published:
         return ""
     try:
-        _record_sitreps(settings, composition.plan, only=published, stream=lines,
+        _record_sitreps(settings, composition.plan, list(_sitrep_documents(settings)), only=published, stream=lines,
                         create=lambda tag, sources, annotations=(): registry.create(tag, sources, list(annotations)))
     except RunError as err:
         return str(err)
@@ -1031,16 +1031,17 @@ def record(settings: Settings) -> int:
     """
     plan = compose(settings).plan
     # the SBOMs are made and their files checked before any record is pushed: a bad --sbom stops first
-    sboms = _sboms(settings, plan, settings.sbom_dir) if settings.sbom_dir is not None else []
-    pushed = _record_sitreps(settings, plan, dry_run=settings.dry_run)
+    documents = list(_sitrep_documents(settings))  # read once, for the SBOMs and the records
+    sboms = _sboms(settings, plan, documents, settings.sbom_dir) if settings.sbom_dir is not None else []
+    pushed = _record_sitreps(settings, plan, documents, dry_run=settings.dry_run)
     for out, text in sboms:
         write_atomic(str(out), text, what="the SBOM")
         print(f"wrote {out}", flush=True)
     return 0 if pushed else 1
 
 
-def _sboms(settings: Settings, plan: dict, directory: Path) -> list:
-    """``record --sbom DIR``: each record the sitreps give for a pushed image, as a CycloneDX SBOM
+def _sboms(settings: Settings, plan: dict, documents: list, directory: Path) -> list:
+    """``record --sbom DIR``: each record ``documents`` (the sitreps) give for a pushed image, as a CycloneDX SBOM
     (:func:`bake.plan.sbom.sbom_json`) for ``DIR/<target>-<date>-<arch>.cdx.json``, made before
     anything is written. A record that would not be pushed (not passed, no valid digest, a field
     :func:`bake.plan.records.record_fault` refuses) gets none.
@@ -1054,7 +1055,7 @@ def _sboms(settings: Settings, plan: dict, directory: Path) -> list:
     from bake.plan.sbom import sbom_json
 
     out = []
-    for data in _sitrep_documents(settings):
+    for data in documents:
         for rec in records.make_records(plan, data, settings.date):
             if not (rec["repository"] and rec["outcome"] == "pass" and isinstance(rec["image_digest"], str)) \
                     or records.record_fault(rec):
@@ -1090,9 +1091,9 @@ def _sitrep_documents(settings: Settings):
         yield data
 
 
-def _record_sitreps(settings: Settings, plan: dict, only=None, create=None, dry_run: bool = False,
+def _record_sitreps(settings: Settings, plan: dict, documents: list, only=None, create=None, dry_run: bool = False,
                     stream: Optional[TextIO] = None) -> int:
-    """Push the records of the targets each ``--sitrep`` names as pushed
+    """Push the records of the targets each of ``documents`` (:func:`_sitrep_documents`) names as pushed
     (:func:`bake.run.record.write_records`), ``only`` those targets when given; a line per record
     (``recorded REF`` on ``stream``) and per target left without one (on stderr).
 
@@ -1103,7 +1104,7 @@ def _record_sitreps(settings: Settings, plan: dict, only=None, create=None, dry_
     from bake.run.record import write_records
 
     pushed = 0
-    for data in _sitrep_documents(settings):
+    for data in documents:
         for ref, why in write_records(plan, data, settings.date, create=create, dry_run=dry_run, only=only):
             if why is None:
                 pushed += 1
