@@ -5,6 +5,8 @@ tests (``tests/test_sitrep_truth_engine.py``) show the same on real builds."""
 
 from __future__ import annotations
 
+import re
+
 from test_progress import T0, T1, _digest, log, status, vertex
 
 from bake.run.progress import TAIL_BYTES, TAIL_LINES, ProgressReader, _seconds
@@ -177,3 +179,12 @@ def test_docs_sitrep_gives_every_field_its_meaning_and_source():
     for key, cells in rows.items():
         meaning, source = cells.split(" | ")[:2]
         assert meaning.strip() and source.strip(), key
+
+
+def test_the_target_table_keeps_nine_cells_whatever_a_name_or_tag_holds():
+    report = make_sitrep(_plan(), "sx build", 0, [], {}, {})
+    report["targets"]["sx-one"]["tags"] = ["r/x:a|b", "r/x:`c`"]
+    row = next(line for line in markdown(report).splitlines() if line.startswith("| `sx-one`"))
+    cells = re.split(r"(?<!\\)\|", row)[1:-1]
+    assert len(cells) == 9, row
+    assert cells[-1].strip() == "`r/x:a\\|b`<br>`r/x:'c'`"

@@ -374,9 +374,9 @@ def markdown(sitrep: dict) -> str:
                   "| tags |", "|---|---|---|---|---|---|---|---|---|"]
     for name, t in sitrep["targets"].items():
         digest = (t["digest"] or "")[:19]
-        cells = [f"`{name}`", t["outcome"], f"`{digest}`" if digest else "",
+        cells = [_cell(name), markdown_text(t["outcome"], "cell"), _cell(digest) if digest else "",
                  _num(t["duration_s"]), _num(t["steps_cached"]), _num(t["steps_run"]), _cache_cell(t),
-                 _bytes(t.get("context_bytes")), "<br>".join(f"`{tag}`" for tag in t["tags"])]
+                 _bytes(t.get("context_bytes")), "<br>".join(_cell(tag) for tag in t["tags"])]
         lines.append("| " + " | ".join(cells) + " |")
     lines += failed_steps_markdown(sitrep["targets"])
     text = "\n".join(lines) + "\n"
