@@ -118,3 +118,12 @@ def test_a_record_read_from_the_registry_is_bounded_in_depth_and_size():
     assert record_from_annotations({ANNOTATION_GZ: packed}, "r/x:record") == RECORD
     with pytest.raises(RecordError, match="not readable JSON"):
         record_from_annotations({ANNOTATION_GZ: packed[:40]}, "r/x:record")
+
+
+def test_a_fifo_named_sitrep_json_in_a_directory_is_refused_not_passed_over(cli, tmp_path):
+    reports = tmp_path / "reports" / "amd64"
+    reports.mkdir(parents=True)
+    os.mkfifo(reports / "sitrep.json")
+    proc = cli("publish", "--target", "jax", "--dry-run", "--sitrep", "reports", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr == "bake-plan: error: --sitrep reports: reports/amd64/sitrep.json: is not a regular file (a FIFO)\n"

@@ -36,14 +36,18 @@ def sitrep_files(given: Iterable[str], where: str = "--sitrep") -> List[Path]:
     below it, in sorted order), each once.
 
     :raises UsageError: a path that does not exist or is not a regular file (``/dev/zero``, a
-        FIFO: ``is not a regular file (a character device)``), a directory holding no ``sitrep.json``, or more
+        FIFO: ``is not a regular file (a character device)``), a directory holding no ``sitrep.json``
+        or one that is not a regular file (a FIFO; a directory of that name is passed over), or more
         than :data:`MAX_FILES` of them.
     """
     out: List[Path] = []
     for value in given:
         path = Path(value)
         if path.is_dir():
-            found = sorted(p for p in path.rglob(SITREP) if p.is_file())
+            found = sorted(p for p in path.rglob(SITREP) if not p.is_dir())
+            for p in found:
+                if not p.is_file():  # a FIFO, a device, a socket under that name
+                    raise UsageError(f"{where} {value}: {p}: {not_regular(os.stat(p).st_mode)}")
             if not found:
                 raise UsageError(f"{where} {value}: no {SITREP} in this directory")
             out += found
