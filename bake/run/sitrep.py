@@ -15,6 +15,7 @@ Markdown (:func:`tests_markdown`); the build's keys stay as the build wrote them
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import urllib.parse
@@ -82,13 +83,19 @@ def step_owner(plan: dict, label: str, stage: Optional[str], instruction: str = 
     return candidates[0] if candidates else label
 
 
-def _instructions(target: dict) -> List["re.Pattern[str]"]:
+def _instructions(target: dict) -> Tuple["re.Pattern[str]", ...]:
     """Patterns of a target's Dockerfile instructions (:func:`bake.plan.dockerfile.instructions`),
     ``${…}`` and ``$NAME`` as wildcards; empty when the Dockerfile cannot be read."""
-    text = dockerfile.read(target.get("context", ""), target.get("dockerfile", "Dockerfile"),
-                           target.get("dockerfile-inline"))
-    return [re.compile(".*?".join(re.escape(p) for p in _ARG_REF.split(line)) + r"\Z", re.IGNORECASE | re.DOTALL)
-            for line in dockerfile.instructions(text or "")]
+    return _patterns(dockerfile.read(target.get("context", ""), target.get("dockerfile", "Dockerfile"),
+                                     target.get("dockerfile-inline")) or "")
+
+
+@functools.lru_cache(maxsize=256)
+def _patterns(text: str) -> Tuple["re.Pattern[str]", ...]:
+    """:func:`_instructions` of one Dockerfile's text, compiled once (a meal kit and its final
+    share a Dockerfile, and every counted or failed step asks)."""
+    return tuple(re.compile(".*?".join(re.escape(p) for p in _ARG_REF.split(line)) + r"\Z", re.IGNORECASE | re.DOTALL)
+                 for line in dockerfile.instructions(text))
 
 
 _ARG_REF = re.compile(r"\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*")
@@ -380,8 +387,63 @@ def markdown(sitrep: dict) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     lines += failed_steps_markdown(sitrep["targets"])
     text = "\n".join(lines) + "\n"
+    room = SUMMARY_BYTES - len(text.encode("utf-8", "replace")) - 1
+    since = since_last_markdown(sitrep["targets"], room // 2 if "tests" in sitrep else room)
+    if since:
+        text += "\n" + since
     return text + "\n" + tests_markdown(sitrep["tests"], SUMMARY_BYTES - len(text.encode("utf-8", "replace")) - 1) \
         if "tests" in sitrep else text
+
+
+def diff_rows(entries: Sequence[dict], base_images: bool = False) -> List[str]:
+    """:func:`bake.plan.records.diff` entries as the lines of a Markdown table: the head, the rule
+    and a row per entry (target, arch, inputs, Python distributions, sources; ``base_images``: and
+    the base images whose digest moved, :func:`bake.plan.records.base_image_changes`). An entry's
+    ``reason``, when it has one, follows its status. Every cell is a code span escaped by the
+    summaries' one escaping (:func:`markdown_text`): no value can add a cell, a link or HTML."""
+    from bake.plan.records import pin_words, short, source_words
+
+    head = "| target | arch | inputs | Python distributions | sources |" + (" base images |" if base_images else "")
+    rows = [head, "|---|---|---|---|---|" + ("---|" if base_images else "")]
+    for e in entries:
+        inputs = e["status"] if e["status"] != "changed" else f"changed, now {short(e['input_to'])}"
+        if e.get("reason"):
+            inputs += f": {e['reason']}"
+        cells = [e["target"], e["arch"], inputs, "; ".join(pin_words(e["python"])),
+                 "; ".join(source_words(s) for s in e["sources"])]
+        if base_images:
+            cells.append("; ".join(f"{b['image']} {short(b['from'])} → {short(b['to'])}"
+                                   for b in e.get("base_images") or ()))
+        rows.append("| " + " | ".join(markdown_text(c, "code") if c else "" for c in cells) + " |")
+    return rows
+
+
+def since_last_markdown(targets: Dict[str, dict], limit: Optional[int] = None) -> str:
+    """The summary's section "Changed since nightly-<date>": a row (:func:`diff_rows`) for each
+    target and arch of the sitrep's ``since_last`` that has something to say
+    (:func:`bake.plan.records.since_last_changed`), or one line saying nothing changed; at most
+    ``limit`` bytes (default :data:`SUMMARY_BYTES`; :func:`_within`: the rows that do not fit are
+    left out, said in one line).
+    ``""`` when no target has ``since_last`` (no ``--push``, or ``--no-since-last``)."""
+    entries = [{**e, "target": name} for name, t in targets.items() for e in t.get("since_last") or ()
+               if isinstance(e, dict)]
+    if not entries:  # a build without --push (the warm --load path): nothing imported, nothing said
+        return ""
+    from bake.plan.records import since_last_changed
+
+    limit = SUMMARY_BYTES if limit is None else limit
+    dates = sorted({e["from"] for e in entries if isinstance(e.get("from"), str)})
+    head = [f"### Changed since {markdown_text(', '.join(dates)) if dates else 'the last nightly'}", ""]
+    rows = []
+    for e in entries:  # sitrep.json read back (bake-plan test): an entry not of this shape is left out
+        try:
+            if since_last_changed(e):
+                rows.append(diff_rows([e], base_images=True)[2])
+        except (KeyError, TypeError, AttributeError, ValueError):
+            continue
+    if not rows:
+        return _within(head + ["Nothing changed: every target's inputs are as they were."], [], [], limit)
+    return _within(head + diff_rows([], base_images=True), rows, [], limit)
 
 
 def _cache_cell(target: dict) -> str:
