@@ -499,7 +499,8 @@ def _publish_gated(settings: Settings) -> int:
         print(f"kept {tag} " + (f"on {digest}" if digest else "absent (it never existed)") + " (held back)",
               file=lines, flush=True)
     _print_rollback(outcome.rolled_back)
-    unrecorded = _record_published(settings, composition, wanted, outcome, registry, lines)
+    unrecorded = _record_published(settings, composition, wanted, outcome, registry, lines,
+                                   evidence.documents if evidence else [])
     if retries.count:
         print(f"bake-plan: {counted(retries.count, 'registry call')} retried ({retries.waited_s:g} s waited)",
               file=_informing(settings, sys.stderr))
@@ -552,10 +553,11 @@ def _held_if_moved(wanted, evidence, decisions, registry):
 
 
 def _record_published(settings: Settings, composition: Composition, wanted, outcome, registry,
-                      lines: TextIO) -> str:
+                      lines: TextIO, documents: list) -> str:
     """``publish --sitrep`` (not ``--no-record``): the nightly record of each image whose tags it
-    made, from the sitreps, pushed beside it (:func:`_record_sitreps`, each push retried as the
-    tags are); nothing when a per-arch image was missing (nothing was published).
+    made, from the sitreps (``documents``: the files the gate read, :class:`bake.plan.gate.Evidence`),
+    pushed beside it (:func:`_record_sitreps`, each push retried as the tags are); nothing when a
+    per-arch image was missing (nothing was published).
 
     :returns: ``""``, or why the records could not be pushed (the registry refused one).
     """
@@ -568,7 +570,7 @@ def _record_published(settings: Settings, composition: Composition, wanted, outc
     if not published:
         return ""
     try:
-        _record_sitreps(settings, composition.plan, list(_sitrep_documents(settings)), only=published, stream=lines,
+        _record_sitreps(settings, composition.plan, documents, only=published, stream=lines,
                         create=lambda tag, sources, annotations=(): registry.create(tag, sources, list(annotations)))
     except RunError as err:
         return str(err)
@@ -1029,9 +1031,11 @@ def record(settings: Settings) -> int:
     :raises bake.errors.UsageError: a sitrep that is missing or not JSON.
     :raises bake.run.engine.RegistryError: the registry refused a record or did not answer.
     """
+    from bake.settings.sitreps import read_sitreps
+
     plan = compose(settings).plan
     # the SBOMs are made and their files checked before any record is pushed: a bad --sbom stops first
-    documents = list(_sitrep_documents(settings))  # read once, for the SBOMs and the records
+    documents = read_sitreps(settings.sitreps).documents  # read once, for the SBOMs and the records
     sboms = _sboms(settings, plan, documents, settings.sbom_dir) if settings.sbom_dir is not None else []
     pushed = _record_sitreps(settings, plan, documents, dry_run=settings.dry_run)
     for out, text in sboms:
@@ -1072,28 +1076,10 @@ def _sboms(settings: Settings, plan: dict, documents: list, directory: Path) -> 
     return out
 
 
-def _sitrep_documents(settings: Settings):
-    """Each ``--sitrep`` file's content (a directory gives its ``sitrep.json`` files), in order.
-
-    :raises bake.errors.UsageError: a sitrep that is missing, not JSON, or has no ``targets``.
-    """
-    from bake.documents import DocumentError, read_json
-    from bake.errors import UsageError
-    from bake.settings.sitreps import sitrep_files
-
-    for path in sitrep_files(settings.sitreps):
-        try:
-            data = read_json(path)
-        except (DocumentError, OSError) as err:
-            raise UsageError(f"--sitrep {path}: {err}") from None
-        if not isinstance(data, dict) or not isinstance(data.get("targets"), dict):
-            raise UsageError(f"--sitrep {path}: not a sitrep (no targets)")
-        yield data
-
-
 def _record_sitreps(settings: Settings, plan: dict, documents: list, only=None, create=None, dry_run: bool = False,
                     stream: Optional[TextIO] = None) -> int:
-    """Push the records of the targets each of ``documents`` (:func:`_sitrep_documents`) names as pushed
+    """Push the records of the targets each of ``documents`` (sitreps as :func:`bake.settings.sitreps.read_sitreps`
+    read them) names as pushed
     (:func:`bake.run.record.write_records`), ``only`` those targets when given; a line per record
     (``recorded REF`` on ``stream``) and per target left without one (on stderr).
 

@@ -80,6 +80,8 @@ class Evidence:
     :param digests: ``(target, arch)`` → ``sha256:…``, the image a one-platform build sitrep
         pushed (its target's ``digest``), which its tests ran on; absent otherwise.
     :param files: the sitrep files read, for the report.
+    :param documents: each sitrep file's JSON as read, in the order of ``files`` (the records are
+        made from these: the files are read once).
     """
 
     builds: Dict[Tuple[str, str], str] = field(default_factory=dict)
@@ -88,6 +90,7 @@ class Evidence:
     sizes: Dict[Tuple[str, str], int] = field(default_factory=dict)
     digests: Dict[Tuple[str, str], str] = field(default_factory=dict)
     files: List[str] = field(default_factory=list)
+    documents: List[dict] = field(default_factory=list)
 
     def add_build(self, target: str, arch: str, outcome: str) -> None:
         """Record a build outcome (a non-``pass`` one wins over a ``pass`` for the same key)."""

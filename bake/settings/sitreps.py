@@ -96,6 +96,7 @@ def read_sitreps(given: Iterable[str], where: str = "--sitrep") -> Evidence:
             raise UsageError(f"{where} {path}: {err}") from None
         _read_one(data, path, where, evidence)
         evidence.files.append(str(path))
+        evidence.documents.append(data)
     return evidence
 
 
