@@ -46,3 +46,29 @@ def test_lock_bench_runs_once_on_the_tiny_family(tmp_path, python, shown):
         assert re.search(rf"^- (met|\*\*missed\*\*): lock \({python} Python\), {cache} cache: the lock's own work "
                          rf"≤ 1\.1 × uv \(A − F = {NUMBER} − {NUMBER} = -?{NUMBER} ms vs {NUMBER} ms, -?{NUMBER}\)$",
                          out, re.M), out
+
+
+def test_the_stack_set_gives_uv_what_bake_plan_lock_gives_it():
+    # The real stack's plugin (bench/bake-plan-stackbench), as the lock composes it: U of
+    # `bench/lock.py --set stack` must get the very options A gives uv, for the same two files.
+    sys.path.insert(0, str(ROOT / "bench" / "bake-plan-stackbench"))
+    sys.path.insert(0, str(ROOT / "bench"))
+    import bake_plan_stackbench as stack
+    import lock as bench_lock  # bench/lock.py
+    from bake.pip.lock import UV_OPTIONS, lock_specs, targets
+    from bake.testing import compose_plan
+
+    composition = compose_plan(stack, targets=["pax-leaf"], builtins=False)
+    [spec] = lock_specs(composition, "pax-leaf")
+    assert [(line.stage, line.host) for line in spec.lines] == [
+        ("pax-root", "jax==0.4.26"), ("pax-root", "jaxlib==0.4.26"), ("pax-root", "flax==0.8.2"),
+        ("pax-leaf", "paxml==1.4.0"), ("pax-leaf", "praxis==1.4.0")]
+    [target] = set(targets(spec).values())
+    assert target.uv_args() == ["--python-version", "3.10.13", "--python-platform", "x86_64-manylinux_2_36"]
+    ins = ["requirements-pax-root.in", "requirements-pax-leaf.in"]
+    argv = bench_lock.commands("bake-plan", "pax-leaf", ins, ROOT / "wheels", "image", fam=bench_lock.family("stack"))
+    assert set(argv) == {"bake-plan lock", "uv pip compile", "bake-plan floor"}  # no pip-compile for Python 3.10
+    assert argv["uv pip compile"][1:] == ["pip", "compile", *UV_OPTIONS, *target.uv_args(), "--no-index",
+                                          "--find-links", str(ROOT / "wheels"), "--output-file", "uv.txt", *ins]
+    assert argv["bake-plan lock"][1:] == ["lock", "--quiet", "--target", "pax-leaf", "--no-index", "--find-links",
+                                          str(ROOT / "wheels"), "--locks-dir", "locks"]
