@@ -258,6 +258,10 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
     build.add_argument("--skip-unchanged", action="store_true",
                        help="build no target whose input digest equals its newest nightly record's (bake-plan "
                             "record); its tags are moved onto the recorded image; needs one --platform and --push")
+    build.add_argument("--since-last", action=argparse.BooleanOptionalAction, default=None,
+                       help="with --push: give each target in the sitrep its diff against its newest nightly "
+                            "record (pins, sources, base images, input digest) and sitrep.md a section 'Changed "
+                            "since DATE' (default: on; config key since-last)")
 
     publish = sub.add_parser("publish", help="merge per-arch images into multi-arch tags, only when every arch is there")
     _selection_arguments(publish)

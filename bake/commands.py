@@ -223,8 +223,10 @@ def build(settings: Settings) -> int:
         composition = compose(settings)
         if settings.lint and _lint_findings(composition):
             return 1
-        if settings.skip_unchanged and _skip_unchanged(settings, composition) and not settings.dry_run:
-            return _nothing_to_build(composition, reports, Path(settings.output or DEFAULT_FILES[settings.format]))
+        latest = _skip_unchanged(settings, composition) if settings.skip_unchanged else None
+        if latest is not None and not composition.plan["group"]["default"]["targets"] and not settings.dry_run:
+            return _nothing_to_build(composition, reports, Path(settings.output or DEFAULT_FILES[settings.format]),
+                                     latest, settings.date if settings.since_last else None)
         if settings.dry_run:  # runs no docker: the buildx plugin on disk, its version as a build remembered it
             buildx = installed_buildx()
             try:  # where buildx writes it, so the command runs as printed; before the plan is written
@@ -244,7 +246,8 @@ def build(settings: Settings) -> int:
             sitrep = run_build(composition, Path(plan_file), reports, push=settings.push, pull=settings.pull,
                                load=settings.load, builder=settings.builder,
                                known_secrets=[v for v in (s.value() for s in settings.secrets) if v],
-                               progress=settings.progress, no_cache=settings.no_cache, probe=probe)
+                               progress=settings.progress, no_cache=settings.no_cache, probe=probe,
+                               since_last=settings.date if settings.since_last else None, latest=latest)
     finally:
         if probe is not None:  # still running when bake-plan stops early (bad input, an interrupt)
             probe.close()
@@ -258,23 +261,25 @@ def build(settings: Settings) -> int:
     return 0 if sitrep["outcome"] == "pass" else 1
 
 
-def _skip_unchanged(settings: Settings, composition: Composition) -> bool:
+def _skip_unchanged(settings: Settings, composition: Composition):
     """``build --skip-unchanged``: take out of the plan each target whose input digest equals its
     newest nightly record's (:func:`bake.plan.records.unchanged_targets`), say so, one line each,
     and move its tags onto the recorded image (``imagetools create``; printed only under
     ``--dry-run``). First the digests of the base images named by tag are asked of their
     registries and counted in the input digests (:func:`bake.run.build.resolve_base_digests`);
-    one that does not answer is said, and its targets count as changed. :returns: whether
-    nothing is left to build.
+    one that does not answer is said, and its targets count as changed. The records are read
+    once, in parallel and time-bounded (:func:`bake.run.build.newest_records`); a record that
+    cannot be read (unreadable, hostile, no answer) is said, and its target builds as usual.
+    :returns: the records read (:class:`bake.run.build.Newest`), which the sitrep's
+    ``since_last`` and the cache health check reuse.
 
     :raises bake.errors.UsageError: not exactly one ``--platform`` (a record is of one arch), or
         no ``--push`` (the tags are moved in the registry).
     """
     from bake.errors import UsageError
     from bake.plan import records
-    from bake.run.build import resolve_base_digests
+    from bake.run.build import newest_records, resolve_base_digests
     from bake.run.engine import create_manifest
-    from bake.run.record import read_latest
 
     if len(settings.platforms) != 1:
         raise UsageError("--skip-unchanged needs exactly one --platform: a nightly record is of one arch")
@@ -286,10 +291,10 @@ def _skip_unchanged(settings: Settings, composition: Composition) -> bool:
         if digest is None:
             print(f"bake-plan: base image {ref}: its registry gave no digest; the targets built from it "
                   "count as changed", file=sys.stderr)
-    def unreadable(target: str, ref: str, err) -> None:  # said, and the target builds as usual
-        print(f"bake-plan: {err}; {target} builds as usual", file=sys.stderr)
-
-    unchanged = records.unchanged_targets(plan, read_latest(plan, unreadable=unreadable))
+    latest = newest_records(plan)
+    for (target, _), why in latest.faults.items():  # said, and the target builds as usual
+        print(f"bake-plan: {why}; {target} builds as usual", file=sys.stderr)
+    unchanged = records.unchanged_targets(plan, latest.found)
     for name, record in unchanged.items():
         print(f"bake-plan: {records.unchanged_line(name, record)}")
         source = f"{record['repository']}@{record['image_digest']}"
@@ -300,16 +305,20 @@ def _skip_unchanged(settings: Settings, composition: Composition) -> bool:
                 create_manifest(tag, [source])
     records.drop_unchanged(plan, unchanged)
     composition.unchanged = dict(unchanged)
-    return not plan["group"]["default"]["targets"]
+    return latest
 
 
-def _nothing_to_build(composition: Composition, reports, plan_file: Path) -> int:
-    """Every target was unchanged: no buildx run; the reports say so. :returns: 0."""
+def _nothing_to_build(composition: Composition, reports, plan_file: Path, latest=None, since_last=None) -> int:
+    """Every target was unchanged: no buildx run; the reports say so (with ``since_last``, the
+    nightly's date: each target's ``since_last`` from ``latest``, the records read). :returns: 0."""
     from bake.run import sitrep
+    from bake.run.build import add_since_last
 
     label = f"{', '.join(composition.requested)} build"
     reports.prepare(plan_file)
     report = sitrep.make_sitrep(composition.plan, label, 0, [], {}, {}, unchanged=composition.unchanged)
+    if since_last is not None and latest is not None:
+        add_since_last(report, composition.plan, latest, since_last)
     reports.write(report)
     print(f"bake-plan: {report['summary']}")
     return 0

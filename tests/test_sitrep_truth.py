@@ -174,7 +174,9 @@ def test_docs_sitrep_gives_every_field_its_meaning_and_source():
     report = make_sitrep(_plan(), "sx build", 0, [], {}, {}, steps={}, transfers={}, failures={}, images={})
     unchanged = make_sitrep(_plan(), "sx build", 0, [], {}, {}, unchanged={"sx-old": {
         "input_digest": "sha256:1", "image_digest": "sha256:2", "date": "2026-11-28"}})["targets"]["sx-old"]
-    keys = set(report) | {"interrupted", "tests"} | set(report["targets"]["sx-one"]) | set(unchanged)
+    # interrupted, tests and a target's since_last are added after make_sitrep (an interrupt, bake-plan
+    # test, build --push: bake.run.build.add_since_last)
+    keys = set(report) | {"interrupted", "tests", "since_last"} | set(report["targets"]["sx-one"]) | set(unchanged)
     assert keys == set(rows), (keys ^ set(rows))
     for key, cells in rows.items():
         meaning, source = cells.split(" | ")[:2]

@@ -537,3 +537,71 @@ def built_in(record: dict) -> str:
     """``nightly-<date>`` of the build that made a record's image (an unchanged target's record
     keeps the night it was built in)."""
     return record.get("built_in") or f"nightly-{record.get('date')}"
+
+
+def base_image_changes(before: Sequence[dict], after: Sequence[dict]) -> List[dict]:
+    """The base images (a record's ``base_images``: ``{"image", "platform", "digest"}``) whose
+    digest moved between two records of one target and arch: ``[{"image", "from", "to"}]``, by
+    image name; ``from``/``to`` ``None`` for an image one side does not start from. An image a side
+    gives no digest of (not resolved) is left out: unknown is not a change."""
+    def digests(images: Sequence[dict]) -> Dict[str, str]:
+        return {b["image"]: b["digest"] for b in images or ()
+                if isinstance(b, dict) and isinstance(b.get("image"), str) and isinstance(b.get("digest"), str)}
+
+    old, new = digests(before), digests(after)
+    unresolved = {b.get("image") for b in list(before or ()) + list(after or ())
+                  if isinstance(b, dict) and not isinstance(b.get("digest"), str)}
+    return [{"image": image, "from": old.get(image), "to": new.get(image)}
+            for image in sorted(set(old) | set(new))
+            if old.get(image) != new.get(image) and image not in unresolved]
+
+
+NO_EARLIER_RECORD = "no earlier nightly record of this target and arch"
+UNTAGGED = "untagged: no nightly record is kept of it"
+FAULT_CHARS = 300
+"""How many characters of why a newest record could not be read ``since_last`` keeps (one line)."""
+
+
+def since_last(after: Sequence[dict], latest: Mapping[Tuple[str, str], dict],
+               faults: Optional[Mapping[Tuple[str, str], str]] = None) -> Dict[str, List[dict]]:
+    """What changed in each target of a build since its newest nightly record: the sitrep's
+    ``since_last`` (docs/sitrep.md).
+
+    :param after: the records this build would write (:func:`make_records`; for a target
+        ``build --skip-unchanged`` did not build, its newest record itself).
+    :param latest: ``(target, arch)`` → its newest record, read from the registry.
+    :param faults: ``(target, arch)`` → why its newest record could not be read (unreadable,
+        hostile, the registry did not answer): kept as one line of at most :data:`FAULT_CHARS`.
+    :returns: target → one entry per arch, in ``after``'s order: ``{"arch", "from"
+        ("nightly-<date>" of the record, or ``None``), "status" ("changed" | "unchanged" | "new" |
+        "unknown", as :func:`diff`), "input_from", "input_to", "python" (:func:`pin_changes` or
+        ``None``), "sources" (:func:`source_changes`), "base_images" (:func:`base_image_changes`),
+        "reason" (why there is nothing to compare with, else ``None``)}``.
+    """
+    out: Dict[str, List[dict]] = {}
+    for rec in after:
+        key = (rec.get("target"), rec.get("arch"))
+        prev = latest.get(key)
+        if prev is None:
+            fault = (faults or {}).get(key)
+            reason = (clipped(" ".join(str(fault).split()), FAULT_CHARS) if fault
+                      else (NO_EARLIER_RECORD if rec.get("repository") else UNTAGGED))
+            entry = {"arch": key[1], "from": None, "status": "unknown" if fault or not rec.get("repository") else "new",
+                     "input_from": None, "input_to": rec.get("input_digest"), "python": None, "sources": [],
+                     "base_images": [], "reason": reason}
+        else:
+            found = diff([prev], [rec])[0]
+            entry = {"arch": key[1], "from": f"nightly-{prev['date']}" if prev.get("date") else built_in(prev),
+                     **{k: found[k] for k in ("status", "input_from", "input_to", "python", "sources")},
+                     "base_images": base_image_changes(prev.get("base_images") or [], rec.get("base_images") or []),
+                     "reason": None}
+        out.setdefault(key[0], []).append(entry)
+    return out
+
+
+def since_last_changed(entry: dict) -> bool:
+    """Whether a :func:`since_last` entry has something to say: a status other than
+    ``unchanged``, a reason, or a pin, source or base image that moved."""
+    python = entry.get("python") or {}
+    return bool(entry.get("status") != "unchanged" or entry.get("reason") or any(python.values())
+                or entry.get("sources") or entry.get("base_images"))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import datetime
 import os
 import shutil
 import signal
@@ -10,7 +12,7 @@ import stat
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from bake.errors import OutputError, RunError, UsageError
 from bake.owned import Record
@@ -186,6 +188,8 @@ def run_build(
     known_secrets: Sequence[str] = (),
     progress: str = "plain",
     probe: Optional[engine.EngineProbe] = None,
+    since_last: Optional[datetime.date] = None,
+    latest: Optional["Newest"] = None,
 ) -> dict:
     """Build the plan's ``default`` group (every target of the chain, so meal kits are tagged and
     pushed too) and write ``sitrep.json``, ``badge.json`` and ``sitrep.md`` in ``sitrep_dir``; the
@@ -206,6 +210,12 @@ def run_build(
     (redacted), ``auto`` tty on a terminal, else plain. ``no_cache`` passes buildx's ``--no-cache``
     (every step runs again); ``probe``: the engine probe the caller started before planning (else
     one is started here). Under ``-v`` the commands are shown by :func:`bake.run.engine.show_commands`.
+
+    After a ``push``: ``since_last`` (the nightly's date) gives each target the sitrep's
+    ``since_last``, its diff against its newest nightly record (:func:`add_since_last`); ``latest``
+    is what ``build --skip-unchanged`` read of those records (:func:`newest_records`), read here
+    (after the build) when ``None`` and needed. The cache health check takes its records from the
+    same read. Without ``push`` no record is read.
 
     Around buildx this asks the engine one thing before it: the probe (``docker version``, once
     buildx's version is remembered; ``docker info`` the first time, and for a plan with
@@ -265,8 +275,12 @@ def run_build(
         resolve = _asked_at_once(lambda lookup: report_with(lambda ref: {}, lookup), _base_digest, unknown=None)
         report = report_with(_asked_at_once(lambda lookup: report_with(lookup, resolve), engine.pushed_sizes)
                              if push else lambda ref: {}, resolve)
+        if push and since_last is not None and not interrupted:  # a nightly: what changed since the last one?
+            latest = latest if latest is not None else newest_records(composition.plan)
+            add_since_last(report, composition.plan, latest, since_last)
         if push and not no_cache and not interrupted:  # a nightly: did the registry cache do its work?
-            sitrep.add_cache_warnings(report, expected_inputs(composition.plan, report))
+            sitrep.add_cache_warnings(report, expected_inputs(composition.plan, report,
+                                                              None if latest is None else latest.reader(composition.plan)))
     except KeyboardInterrupt:  # stopped while asking the registry: report without its answers
         interrupted = True
         report = report_with(lambda ref: {})
@@ -372,6 +386,80 @@ def expected_inputs(plan: dict, report: dict, read=None) -> dict:
         if isinstance(found, dict) and found.get("input_digest"):
             out[target] = (found["input_digest"], records.built_in(found))
     return out
+
+
+@dataclasses.dataclass
+class Newest:
+    """The newest nightly record of each tagged target and arch of a plan, as read once
+    (:func:`newest_records`) for ``build --skip-unchanged``, the sitrep's ``since_last`` and the
+    cache health check.
+
+    :param found: ``(target, arch)`` → its newest record.
+    :param faults: ``(target, arch)`` → why it could not be read, one line (an unreadable or
+        hostile record, a registry that did not answer in time). A key in neither has no record.
+    """
+
+    found: Dict[Tuple[str, str], dict] = dataclasses.field(default_factory=dict)
+    faults: Dict[Tuple[str, str], str] = dataclasses.field(default_factory=dict)
+
+    def reader(self, plan: dict):
+        """``read(ref)`` → the record read for that ref of :func:`bake.plan.records.latest_refs`
+        (``None``: none), for :func:`expected_inputs`: no registry asked again."""
+        from bake.plan import records
+
+        by_ref = {ref: self.found.get((target, arch)) for target, arch, ref in records.latest_refs(plan)}
+        return lambda ref: by_ref.get(ref)
+
+
+def newest_records(plan: dict, annotations=None) -> Newest:
+    """Read the newest nightly record of every tagged target and platform of ``plan``
+    (:func:`bake.run.record.read_latest`), :data:`SIZE_QUERIES` refs asked at a time, each within
+    :data:`RECORD_TIMEOUT_S`. Nothing raised: a record that cannot be read is a fault of its target.
+
+    :param annotations: ``annotations(ref)`` → the index's annotations or ``None``; default
+        :func:`bake.run.engine.index_annotations` bounded by :data:`RECORD_TIMEOUT_S`.
+    """
+    from bake.errors import RecordError
+    from bake.plan import records
+    from bake.run.record import read_latest
+
+    fetch = annotations or (lambda ref: engine.index_annotations(ref, RECORD_TIMEOUT_S))
+
+    def ask(ref: str):
+        try:
+            return fetch(ref)
+        except (engine.EngineError, RunError, UsageError) as err:  # no answer: said as the record's fault
+            return err
+
+    refs = records.latest_refs(plan)
+    lookup = _asked_at_once(lambda question: [question(ref) for _, _, ref in refs], ask, unknown=None)
+
+    def asked(ref: str):
+        got = lookup(ref)
+        if isinstance(got, Exception):
+            raise RecordError(str(got))
+        return got
+
+    out = Newest()
+    keys = {ref: (target, arch) for target, arch, ref in refs}
+    out.found = read_latest(plan, asked, unreadable=lambda target, ref, err: out.faults.__setitem__(keys[ref], str(err)))
+    return out
+
+
+def add_since_last(report: dict, plan: dict, latest: Newest, date: datetime.date) -> None:
+    """Give each target of a sitrep its ``since_last`` (:func:`bake.plan.records.since_last`): the
+    records this build would write (:func:`bake.plan.records.make_records` of ``plan`` and
+    ``report``, ``date`` the nightly's) diffed against ``latest``; a target ``build
+    --skip-unchanged`` did not build is compared as its newest record (so: unchanged). Changes
+    ``report`` in place."""
+    from bake.plan import records
+
+    after = records.make_records(plan, report, date)
+    after += [rec for (target, _), rec in latest.found.items()
+              if (report["targets"].get(target) or {}).get("unchanged_since")]
+    for target, entries in records.since_last(after, latest.found, latest.faults).items():
+        if target in report["targets"]:
+            report["targets"][target]["since_last"] = entries
 
 
 BASE_DIGEST_TIMEOUT_S = 30.0

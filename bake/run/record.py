@@ -20,7 +20,7 @@ from typing import Callable, Collection, Dict, List, Optional, Sequence, Tuple
 from bake.documents import MAX_BYTES, DocumentError, parse_json
 from bake.errors import RecordError
 from bake.plan import records
-from bake.run.sitrep import markdown_text
+from bake.run.sitrep import diff_rows
 
 ANNOTATION = "io.bake-plan.record"
 """The index annotation that holds a record's JSON."""
@@ -180,11 +180,5 @@ def read_latest(plan: dict, annotations: Optional[Callable[[str], Optional[Dict[
 
 def diff_markdown(entries: Sequence[dict]) -> str:
     """:func:`bake.plan.records.diff` as a Markdown table (a CI job summary), every cell escaped
-    by the summaries' one escaping (:func:`bake.run.sitrep.markdown_text`)."""
-    rows = ["| target | arch | inputs | Python distributions | sources |", "|---|---|---|---|---|"]
-    for e in entries:
-        inputs = e["status"] if e["status"] != "changed" else f"changed, now {records.short(e['input_to'])}"
-        cells = [e["target"], e["arch"], inputs, "; ".join(records.pin_words(e["python"])),
-                 "; ".join(records.source_words(s) for s in e["sources"])]
-        rows.append("| " + " | ".join(markdown_text(c, "code") if c else "" for c in cells) + " |")
-    return "\n".join(rows) + "\n"
+    by the summaries' one escaping (:func:`bake.run.sitrep.markdown_text`): :func:`bake.run.sitrep.diff_rows`."""
+    return "\n".join(diff_rows(entries)) + "\n"

@@ -29,6 +29,7 @@ Keys (``bake-plan config`` prints them merged)::
     progress = "plain"   # build --progress: auto | tty | plain | quiet | rawjson
     install = "bake-plan @ git+https://github.com/acme/bake-plan@v0.2"  # what the CI workflow pip-installs
     arch-size-ratio = 2.5  # publish --arch-size-ratio: largest arch's image / smallest's before it is held
+    since-last = false     # build --since-last / --no-since-last: the sitrep's diff against the last nightly (default: on)
 
     [plugins]                                  # entry-point names
     disable = ["xla-ci"]                       # blocked before loading
@@ -93,6 +94,7 @@ SCHEMA: Dict[str, Any] = {
     "install": "value",
     "allow": "strs",
     "arch-size-ratio": "number",
+    "since-last": "bool",
     "plugins": {"enable": "strs", "disable": "strs"},
     "stages": ("each", _STAGE),
 }

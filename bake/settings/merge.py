@@ -46,6 +46,7 @@ FLAGS = {
     "progress": "--progress",
     "allow": "--allow",
     "arch-size-ratio": "--arch-size-ratio",
+    "since-last": "--since-last",
 }
 """Configuration keys a command-line flag can set too, and the flag."""
 
@@ -58,6 +59,7 @@ _FLAG_VALUES = {  # configuration key → the command line's name for it (argpar
     "progress": "progress",
     "allow": "allow",
     "arch-size-ratio": "arch_size_ratio",
+    "since-last": "since_last",
 }
 
 DEFAULTS: Dict[str, Any] = {
@@ -76,6 +78,7 @@ DEFAULTS: Dict[str, Any] = {
     "progress": "auto",  # build: tty on a terminal, else plain
     "allow": (),  # no privilege beyond reading the contexts
     "arch-size-ratio": DEFAULT_SIZE_RATIO,  # publish --sitrep: largest arch's image / smallest's
+    "since-last": True,  # build --push: each target's diff against its newest nightly record in the sitrep
     "install": None,  # the CI workflow's bake-plan: how this one was installed (bake.version)
     "plugins.enable": None,  # every installed plugin
     "plugins.disable": (),
@@ -220,6 +223,7 @@ class Settings:
     diff_from: Optional[str] = None  # diff --from: a plan or record file, or the DATE of a nightly's records
     diff_to: str = "plan"  # diff --to: "plan" (this plan), a plan or record file, or a DATE
     skip_unchanged: bool = False  # build --skip-unchanged: no build of a target its newest record matches
+    since_last: bool = True  # build --push: the sitrep's since_last (--no-since-last, since-last = false: off)
     verbosity: int = 0
     progress: str = "auto"
 
@@ -363,7 +367,7 @@ def gather(command: str, given: Mapping[str, Any], environ: Mapping[str, str] = 
         no_record=bool(flag("no_record")),
         sbom_dir=values.sitrep_dir(flag("sbom_dir"), "--sbom") if flag("sbom_dir") is not None else None,
         diff_from=flag("diff_from"), diff_to=flag("diff_to") or "plan",
-        skip_unchanged=bool(flag("skip_unchanged")),
+        skip_unchanged=bool(flag("skip_unchanged")), since_last=bool(provenance["since-last"].value),
         verbosity=verbosity, progress=_progress(provenance["progress"], verbosity),
     )
 
