@@ -350,8 +350,11 @@ def publish(settings: Settings) -> int:
     def report(manifest) -> None:
         print(f"published {manifest.tag} <- {', '.join(s.rsplit(':', 1)[-1] for s in manifest.sources)}",
               file=lines, flush=True)
+
+    def create(tag: str, sources: list) -> None:  # several at once (bake.run.publish.CREATES_AT_ONCE)
+        registry.create(tag, sources, ())
         if as_json:
-            digests[manifest.tag] = engine.image_digest(manifest.tag)
+            digests[tag] = registry.digest(tag)
 
     if settings.dry_run:  # check, list with the command that would make each, create nothing
         missing = missing_sources(wanted, exists)
@@ -361,8 +364,7 @@ def publish(settings: Settings) -> int:
             print(f"  {engine.command_line(engine.imagetools_create_command(manifest.tag, manifest.sources))}",
                   file=lines, flush=True)
     else:
-        missing = publish_all(wanted, exists, lambda tag, sources: registry.create(tag, sources, ()),
-                              on_created=report)
+        missing = publish_all(wanted, exists, create, on_created=report)
     if as_json:
         write_atomic("-", json.dumps(publish_report(wanted, digests, missing, settings.dry_run, retries.count),
                                      indent=2) + "\n", what="the publish report")

@@ -95,14 +95,16 @@ def test_publish_interrupted_half_way_then_a_rerun_publishes_every_tag_once(cli,
     multi = [(repo, tag) for repo in per_arch for tag in ("mealkit", f"mealkit-{DATE}", "latest", f"nightly-{DATE}")]
 
     # Publish, freeze it (and the docker CLI it runs) right after its first tag, stop the registry.
-    publish = subprocess.Popen([BAKE_PLAN, "publish", *common], cwd=tmp_path, env=env, text=True,
+    # Unbuffered: readline takes the first line alone (several tags are made at once, so the next
+    # lines may follow at once) and communicate reads every later byte.
+    publish = subprocess.Popen([BAKE_PLAN, "publish", *common], cwd=tmp_path, env=env, bufsize=0,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    first_line = publish.stdout.readline()
-    assert first_line.startswith("published "), first_line + publish.stderr.read()
+    first_line = publish.stdout.readline().decode()
+    assert first_line.startswith("published "), first_line + publish.stderr.read().decode()
     os.killpg(publish.pid, signal.SIGSTOP)
     registry.stop()
     os.killpg(publish.pid, signal.SIGCONT)
-    out, err = publish.communicate(timeout=300)
+    out, err = (text.decode() for text in publish.communicate(timeout=300))
     published = [first_line] + out.splitlines()
     assert publish.returncode == 1, err
     assert "Traceback" not in err

@@ -1,5 +1,6 @@
 """``publish`` (and its ``--dry-run``) asks the registry about every per-arch image several at a
-time, and reports them in plan order whatever order the answers come in."""
+time, creates the tags several at a time, and reports both in plan order whatever order the answers
+come in."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import time
 import pytest
 
 from bake.errors import RunError
-from bake.run.publish import CHECKS_AT_ONCE, Manifest, missing_sources
+from bake.run.publish import CHECKS_AT_ONCE, CREATES_AT_ONCE, Manifest, PublishIncomplete, missing_sources, publish
 
 
 def _wanted(count: int):
@@ -55,3 +56,52 @@ def test_the_first_failure_in_plan_order_is_raised():
 
     with pytest.raises(RunError, match=r"^cannot check r/img:t2-amd64: refused$"):
         missing_sources(_wanted(12), exists)
+
+
+def test_tags_are_created_several_at_once_and_reported_in_plan_order():
+    wanted = _wanted(16)
+    lock, running, most, shown = threading.Lock(), [0], [0], []
+
+    def create(tag: str, sources) -> None:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.2 if tag.endswith(":t0") else 0.05)  # the first finishes last
+        with lock:
+            running[0] -= 1
+
+    start = time.monotonic()
+    assert publish(wanted, lambda ref: True, create, on_created=lambda m: shown.append(m.tag)) == []
+    took = time.monotonic() - start
+    assert shown == [m.tag for m in wanted]
+    assert most[0] == CREATES_AT_ONCE
+    assert took < 16 * 0.05 / 2, took  # one after another: 0.95 s
+
+
+def test_a_failed_creation_starts_no_other_and_counts_every_tag_made():
+    wanted = _wanted(12)
+    started, shown = [], []
+
+    def create(tag: str, sources) -> None:
+        started.append(tag)
+        if tag == "r/img:t1":
+            time.sleep(0.05)  # the first four have started
+            raise RunError("imagetools create r/img:t1 failed: refused")
+        time.sleep(0.2)
+
+    with pytest.raises(PublishIncomplete) as caught:
+        publish(wanted, lambda ref: True, create, on_created=lambda m: shown.append(m.tag))
+    err = caught.value
+    assert err.failed.tag == "r/img:t1"
+    assert [m.tag for m in err.created] == shown  # each tag made was said, in plan order
+    assert "r/img:t0" in shown and "r/img:t2" in shown  # under way when t1 failed: finished and counted
+    assert sorted(started) == [f"r/img:t{i}" for i in range(CREATES_AT_ONCE)]  # none started after the failure
+    assert str(err).startswith(f"publishing stopped at r/img:t1: imagetools create r/img:t1 failed: refused; "
+                               f"{len(shown)} of 12 tags were published before it; rerun the same")
+
+
+def test_nothing_is_created_when_a_source_is_missing():
+    made = []
+    assert publish(_wanted(3), lambda ref: ref != "r/img:t2-arm64", lambda tag, s: made.append(tag)) == \
+        ["r/img:t2-arm64"]
+    assert made == []

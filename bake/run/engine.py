@@ -62,6 +62,18 @@ def _registry_docker(timeout_s: float):
     return DockerClient(client_call=["timeout", "--kill-after=5", f"{timeout_s:g}", "docker"])
 
 
+def _buildx_words(timeout_s: float, argv: Sequence[str]) -> List[str]:
+    """The words that run ``docker ARGV`` (``ARGV`` starting with ``buildx``) within ``timeout_s``
+    seconds: ``timeout … /…/docker-buildx ARGV[1:]``, the buildx plugin the docker CLI would run
+    (:func:`buildx_plugin`) run directly, else ``timeout … docker ARGV``. The docker CLI in front
+    of a plugin starts it twice (its metadata, then the command): about half the CPU of a registry
+    call, which ``publish`` makes once per per-arch image and per tag. ``-v`` shows either as
+    ``docker buildx …`` (:func:`_shown_command`)."""
+    words = list(_registry_docker(timeout_s).docker_cmd)
+    plugin = buildx_plugin() if list(argv[:1]) == ["buildx"] else None
+    return [*words[:-1], plugin, *argv[1:]] if plugin else [*words, *argv]
+
+
 def _engine_docker():
     """A python-on-whales client for calls the engine alone answers (``buildx inspect``,
     ``image inspect``, ``bake --print``…), each bounded by :data:`ENGINE_TIMEOUT_S`."""
@@ -248,8 +260,10 @@ def _shown_command(words: Sequence[str]) -> Optional[str]:
     """The docker command in python-on-whales' words (``[timeout …] docker ARGV``) as
     :func:`command_line` gives it; ``None`` when they hold no docker command."""
     words = list(words)
-    while words and os.path.basename(words[0]) != DOCKER:
+    while words and os.path.basename(words[0]) not in (DOCKER, "docker-buildx"):
         words.pop(0)  # timeout(1) and its arguments
+    if words and os.path.basename(words[0]) == "docker-buildx":  # the plugin run directly (_buildx_words)
+        words = [DOCKER, "buildx", *words[1:]]
     return command_line(words[1:]) if words else None
 
 
@@ -496,10 +510,8 @@ def pushed_sizes(ref: str, timeout_s: float = REGISTRY_TIMEOUT_S) -> Dict[str, i
     """
     from python_on_whales.utils import run
 
-    client = _registry_docker(timeout_s)
-
     def raw(one: str) -> dict:
-        return json.loads(run(client.docker_cmd + ["buildx", "imagetools", "inspect", "--raw", one]))
+        return json.loads(run(_buildx_words(timeout_s, ["buildx", "imagetools", "inspect", "--raw", one])))
 
     def size(manifest: dict) -> int:
         return int(manifest.get("config", {}).get("size", 0)) + sum(int(la.get("size", 0)) for la in manifest.get("layers", []))
@@ -1016,9 +1028,8 @@ def image_digest(ref: str, timeout_s: float = REGISTRY_TIMEOUT_S) -> Optional[st
     from python_on_whales.client_config import ClientNotFoundError
     from python_on_whales.utils import run
 
-    client = _registry_docker(timeout_s)
     try:
-        out = run(client.docker_cmd + imagetools_inspect_command(ref))
+        out = run(_buildx_words(timeout_s, imagetools_inspect_command(ref)))
     except DockerException as err:
         _raise_if_unanswered(err, f"cannot check {ref}", ref, timeout_s)
         last = _last_line(err)
@@ -1046,9 +1057,8 @@ def index_annotations(ref: str, timeout_s: float = REGISTRY_TIMEOUT_S) -> Option
     from python_on_whales.client_config import ClientNotFoundError
     from python_on_whales.utils import run
 
-    client = _registry_docker(timeout_s)
     try:
-        out = run(client.docker_cmd + ["buildx", "imagetools", "inspect", "--raw", ref])
+        out = run(_buildx_words(timeout_s, ["buildx", "imagetools", "inspect", "--raw", ref]))
     except DockerException as err:
         _raise_if_unanswered(err, f"cannot read {ref}", ref, timeout_s)
         last = _last_line(err)
@@ -1078,8 +1088,8 @@ def create_manifest(tag: str, sources: Sequence[str], timeout_s: float = REGISTR
     from python_on_whales import DockerException
     from python_on_whales.utils import run
 
-    try:  # the very words publish --dry-run prints
-        run(_registry_docker(timeout_s).docker_cmd + imagetools_create_command(tag, sources, annotations))
+    try:  # what publish --dry-run prints (docker buildx …), the plugin run directly
+        run(_buildx_words(timeout_s, imagetools_create_command(tag, sources, annotations)))
     except DockerException as err:
         _raise_if_unanswered(err, f"imagetools create {tag} failed", tag, timeout_s)
         raise RegistryError(f"imagetools create {tag} failed: {_last_line(err)}") from None

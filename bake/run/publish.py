@@ -14,7 +14,7 @@ provenance and SBOM (``tests/test_provenance_engine.py``, buildx 0.29 and 0.13 a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, List, TypeVar
+from typing import Callable, List, Optional, Tuple, TypeVar
 
 from bake.errors import BakePlanError, RunError
 from bake.plan.compose import Composition
@@ -82,9 +82,16 @@ def ask_all(refs: List[str], question: Callable[[str], T]) -> List[T]:
         pool.shutdown(wait=False, cancel_futures=True)
 
 
+CREATES_AT_ONCE = 4
+"""How many manifest lists :func:`publish` creates at once (each is a docker CLI run that resolves
+the sources and writes the list; mostly waiting on the registry, partly the CLI's start)."""
+
+
 class PublishIncomplete(RunError):
     """Creating a manifest list failed after the check passed (the registry went away or refused
-    it): ``created`` were published before ``failed``. Exit status 1; a rerun finishes the work."""
+    it): ``created`` were published (in plan order; the creations already under way when ``failed``
+    failed are finished and counted) and ``failed`` was not. Exit status 1; a rerun finishes the
+    work."""
 
     def __init__(self, created: List[Manifest], failed: Manifest, total: int, reason: str):
         self.created, self.failed, self.total, self.reason = created, failed, total, reason
@@ -97,24 +104,49 @@ class PublishIncomplete(RunError):
 
 def publish(wanted: List[Manifest], exists: Callable[[str], bool], create: Callable[[str, List[str]], None],
             on_created: Callable[[Manifest], None] = lambda manifest: None) -> List[str]:
-    """Check every source exists, then create every manifest list, in plan order. When any
-    per-arch image is missing, nothing is created.
+    """Check every source exists, then create every manifest list, :data:`CREATES_AT_ONCE` at a
+    time. When any per-arch image is missing, nothing is created.
 
-    :param on_created: called after each manifest list is created (the CLI prints it at once, so
-        an interrupted run shows what it did).
+    :param create: ``(tag, sources)``; must be safe to call from several threads.
+    :param on_created: called after each manifest list is created, in plan order, from the calling
+        thread (the CLI prints it at once, so an interrupted run shows what it did).
     :returns: the per-arch images that are missing (then nothing was created), or ``[]``.
-    :raises PublishIncomplete: ``create`` failed part-way; it lists what was created before.
+    :raises PublishIncomplete: ``create`` failed; no creation starts after that, those under way
+        finish, and the first failure in plan order is raised with every tag created.
     :raises bake.errors.RunError: the registry could not be asked whether a source exists.
     """
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
     missing = missing_sources(wanted, exists)
     if missing:
         return missing
-    created: List[Manifest] = []
-    for manifest in wanted:
+    stop = threading.Event()
+
+    def make(manifest: Manifest) -> Optional[str]:
+        """``None`` once created, else why not (a failure, or not started after one)."""
+        if stop.is_set():
+            return ""
         try:
             create(manifest.tag, manifest.sources)  # idempotent: a rerun writes the same list again
         except BakePlanError as err:
-            raise PublishIncomplete(created, manifest, len(wanted), str(err)) from None
-        created.append(manifest)
-        on_created(manifest)
+            stop.set()
+            return str(err)
+        return None
+
+    created: List[Manifest] = []
+    failure: Optional[Tuple[Manifest, str]] = None
+    pool = ThreadPoolExecutor(max_workers=max(1, min(CREATES_AT_ONCE, len(wanted))))
+    try:
+        for manifest, future in [(m, pool.submit(make, m)) for m in wanted]:
+            why = future.result()
+            if why is None:
+                created.append(manifest)
+                on_created(manifest)
+            elif why and failure is None:
+                failure = (manifest, why)
+    finally:  # an interrupt does not wait for the creations not yet started
+        pool.shutdown(wait=False, cancel_futures=True)
+    if failure is not None:
+        raise PublishIncomplete(created, failure[0], len(wanted), failure[1])
     return []
