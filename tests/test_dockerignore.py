@@ -312,7 +312,11 @@ def test_an_ignore_file_over_its_bound_is_one_line_and_not_read(cli, make_plugin
     cwd.mkdir()
     (ctx / "Dockerfile").write_text("FROM scratch\n")
     site = _plugin_on(make_plugin, ctx)
-    (ctx / ".dockerignore").write_text("*.md\n" * (IGNORE_FILE_BYTES // 5))  # at the bound: read
+    # At the bound, to the byte: read. One pattern and a long comment (200,000 patterns would say
+    # the same about the bound, slowly).
+    text = "*.md\n#" + "x" * (IGNORE_FILE_BYTES - 7) + "\n"
+    assert len(text.encode()) == IGNORE_FILE_BYTES
+    (ctx / ".dockerignore").write_text(text)
     assert cli("plan", "--target", "odd", cwd=cwd, pythonpath=[site]).returncode == 0
     for rel in cwd.iterdir():
         rel.unlink()
