@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -106,6 +107,9 @@ class LockResult(NamedTuple):
     cache: str
     pins: int
     medians: Dict[str, float]
+    cpu: Optional[Dict[str, float]] = None
+    """Median CPU seconds (user + system, the command's children included) per side: on a loaded
+    machine a steadier measure than wall time, which the targets are judged on."""
 
 
 def install_family(site: Path, package: Path = FAMILY_PACKAGE) -> None:
@@ -186,11 +190,14 @@ def stack_wheels(bake_plan: str, site: Path, lines: Sequence[str]) -> Path:
 
 def _environment(site: Path, set_name: str, python: str, caches: Path) -> Dict[str, str]:
     """The process environment without pip's or uv's settings, with the family on PYTHONPATH
-    and every cache under ``caches``."""
+    and every cache under ``caches``; Python writes its bytecode, as an installed bake-plan has
+    it (with ``PYTHONDONTWRITEBYTECODE`` set, a module changed since its ``.pyc`` was written is
+    compiled from source on every run: 50–170 ms for ``bake/pip/lock.py`` on a loaded machine,
+    paid by A alone)."""
     from bake.pip.lock import without_pip_configuration
 
     env = {k: v for k, v in without_pip_configuration(os.environ).items()
-           if not k.startswith("UV_") and k not in ("PYTHONPATH", "XDG_CACHE_HOME")}
+           if not k.startswith("UV_") and k not in ("PYTHONPATH", "XDG_CACHE_HOME", "PYTHONDONTWRITEBYTECODE")}
     env.update(PYTHONPATH=str(site), BAKE_PLAN_LOCKBENCH_SET=set_name,
                BAKE_PLAN_LOCKBENCH_PYTHON=python,
                UV_CACHE_DIR=str(caches / "uv"), PIP_CACHE_DIR=str(caches / "pip"),
@@ -280,17 +287,29 @@ def measure(bake_plan: str, repeat: int, set_name: str = "jax", python: str = "i
         results = []
         for cache in ("warm", "cold"):
             runs: Dict[str, List[float]] = {side: [] for side in argv}
+            cpu: Dict[str, List[float]] = {side: [] for side in argv}
             for _ in range(repeat):
                 for side in argv:
                     caches = root / "cold"  # made afresh for every cold run
                     env = warm_env if cache == "warm" else _environment(site, set_name, python, caches)
+                    before = _children_cpu()
                     runs[side].append(timed(argv[side], work, env).seconds)
+                    cpu[side].append(_children_cpu() - before)
                     shutil.rmtree(caches, ignore_errors=True)
             results.append(LockResult(set_name, python, cache, pins,
-                                      {s: statistics.median(t) for s, t in runs.items()}))
+                                      {s: statistics.median(t) for s, t in runs.items()},
+                                      {s: statistics.median(t) for s, t in cpu.items()}))
             print(f"bench: lock, {cache} cache: " + ", ".join(f"{s} {_ms(t)} ms" for s, t in results[-1].medians.items()),
                   file=sys.stderr)
     return results
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of every child process waited for so far, their own waited-for
+    children included (``getrusage(RUSAGE_CHILDREN)``): its growth around one :func:`timed` run is
+    that command's CPU."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _ms(seconds: float) -> str:
@@ -335,7 +354,13 @@ def report(results: Sequence[LockResult], markdown: bool) -> str:
     if any(OTHER in r.medians for r in results):
         table = [row + extra for row, extra in zip(table, [("O: other bake-plan lock ms", "O/U")] + [
             (_ms(r.medians[OTHER]), f"{r.medians[OTHER] / r.medians[SIDES[2]]:.2f}") for r in results])]
-    return table_report(table, checks(results), markdown)
+    cpu = []
+    for r in results:
+        if r.cpu:
+            a, u, f = r.cpu[SIDES[0]], r.cpu[SIDES[2]], r.cpu[SIDES[3]]
+            cpu.append(f"- CPU, {r.cache} cache (user + system, children included; medians): A {_ms(a)} ms, "
+                       f"U {_ms(u)} ms, F {_ms(f)} ms: (A − F)/U = {(a - f) / u:.2f}\n")
+    return table_report(table, checks(results), markdown) + "".join(cpu)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

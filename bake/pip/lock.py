@@ -172,10 +172,17 @@ class Target:
             f"Python {self.python} on {self.platform}"
 
     def uv_args(self) -> List[str]:
-        """uv pip compile's options for this target."""
+        """uv pip compile's options for this target.
+
+        For a Python and platform, uv resolves for them and needs an interpreter only to build
+        the sdists whose metadata it reads; bake-plan names its own. Without ``--python``, uv
+        asks every ``python3.N`` on ``PATH`` for one of the declared version on every run (a
+        pyenv shim that fails is asked again each time: seconds, docs/benchmarks.md, "The lock of
+        the real JAX stack") and, finding none, falls back to the first Python on ``PATH``."""
         if self.interpreter:
             return ["--python", self.interpreter]
-        return ["--python-version", self.python, "--python-platform", str(self.platform)]
+        builder = ["--python", sys.executable] if sys.executable else []
+        return ["--python-version", self.python, "--python-platform", str(self.platform), *builder]
 
 
 def chain_python(composition: Composition, name: str) -> Optional[str]:
@@ -553,12 +560,16 @@ def uv_binary() -> str:
 
     :raises UsageError: it is not installed.
     """
-    if os.name == "posix" and sys.prefix != sys.base_prefix:
-        # In a virtual environment, find_uv_bin's first place is <venv>/bin; asking sysconfig for
-        # it costs more than a fifth of a `uv pip compile` on warm caches.
-        beside = os.path.join(sys.prefix, "bin", "uv")
-        if os.path.isfile(beside):
-            return beside
+    if os.name == "posix":
+        # find_uv_bin's first place is the scripts directory of bake-plan's Python (<venv>/bin in
+        # a virtual environment, the interpreter's own bin otherwise); asking sysconfig for it
+        # costs more than a fifth of a `uv pip compile` on warm caches.
+        places = [os.path.join(sys.prefix, "bin")] if sys.prefix != sys.base_prefix else []
+        places += [os.path.dirname(sys.executable)] if sys.executable else []
+        for place in places:
+            beside = os.path.join(place, "uv")
+            if os.path.isfile(beside) and os.access(beside, os.X_OK):
+                return beside
     try:
         from uv import find_uv_bin
         return find_uv_bin()
