@@ -41,6 +41,9 @@ REGISTRY = "localhost:5555/prop"
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.filter_too_much])
+REFUSAL_EXAMPLES = 100
+"""The refusals make one plan per example (in-process, about 0.05 s each), not one plan for all."""
+REFUSAL_SETTINGS = settings(SETTINGS, max_examples=REFUSAL_EXAMPLES)
 
 # Pieces that broke bake file generators before, mixed with arbitrary text.
 FRAGMENTS = ["${", "$${", "$$${", "%{", "%%{", "}", "{", "$", "%", "$}", "\\", "\\\\", "\\n", "\\${", '"', "'",
@@ -163,7 +166,7 @@ NOT_NFC = ["e\u0301", "A\u030a", "\u212b", "\u1e0b\u0323", "\u0041\u0308", "\uf9
 
 @given(st.tuples(text_values, st.sampled_from(NOT_NFC), text_values,
                  st.sampled_from(["args", "label key", "label value", "dockerfile_inline"])))
-@SETTINGS
+@REFUSAL_SETTINGS
 def test_text_buildx_would_normalise_is_refused(tmp_path_factory, case):
     prefix, odd, suffix, where = case
     if where.startswith("label"):  # no control characters: refused before NFC is looked at
@@ -198,7 +201,7 @@ bad_tags = st.one_of(
 
 
 @given(bad_tags)
-@SETTINGS
+@REFUSAL_SETTINGS
 def test_tags_registries_refuse_are_refused(tmp_path_factory, tag):
     example = {"args": {}, "labels": {}, "tags": [tag], "dockerfile_inline": "FROM scratch"}
     with pytest.raises(BakePlanError) as err:
