@@ -64,7 +64,9 @@ def test_the_stack_set_gives_uv_what_bake_plan_lock_gives_it():
         ("pax-root", "jax==0.4.26"), ("pax-root", "jaxlib==0.4.26"), ("pax-root", "flax==0.8.2"),
         ("pax-leaf", "paxml==1.4.0"), ("pax-leaf", "praxis==1.4.0")]
     [target] = set(targets(spec).values())
-    assert target.uv_args() == ["--python-version", "3.10.13", "--python-platform", "x86_64-manylinux_2_36"]
+    # resolved for the image's Python and glibc; uv builds sdists with bake-plan's own interpreter
+    assert target.uv_args() == ["--python-version", "3.10.13", "--python-platform", "x86_64-manylinux_2_36",
+                                "--python", sys.executable]
     ins = ["requirements-pax-root.in", "requirements-pax-leaf.in"]
     argv = bench_lock.commands("bake-plan", "pax-leaf", ins, ROOT / "wheels", "image", fam=bench_lock.family("stack"))
     assert set(argv) == {"bake-plan lock", "uv pip compile", "bake-plan floor"}  # no pip-compile for Python 3.10
