@@ -17,7 +17,9 @@ pip and pip-tools for the image (``bake-plan wheelhouse``, cached like the JAX f
   ``python3 -m venv`` and pip run on each arch, one build of both arches pushes one multi-arch
   tag, and each arch's image runs on its own machine with the same lock. This is the one test
   that makes venvs under emulation (minutes under qemu): the other engine tests' arm64 builds
-  run no pip.
+  run no pip. Only ``wb-child``'s final image is built for arm64: the family's
+  ``bake_plan_adjust_target`` builds the ancestors' final images, which nothing here runs, for
+  amd64 alone (each is a pip-compile and a pip-sync, minutes under qemu).
 """
 
 from __future__ import annotations
@@ -124,6 +126,15 @@ def bake_plan_stages():
         Stage(name="wb-child", image="wb-child", context=HERE / "wb-child", parent="wb-kit",
               requirements=("wbtool",), **common),
     ]
+
+
+@hookimpl
+def bake_plan_adjust_target(stage, flavor, target):
+    # Only wb-child's final image is run on every arch: the ancestors' final images (a pip-compile
+    # and a pip-sync each, minutes under qemu) are built for amd64 alone. Their meal kits, which
+    # wb-child builds on, keep every arch.
+    if flavor == "final" and stage.name != "wb-child" and len(target["platforms"]) > 1:
+        target["platforms"] = ["linux/amd64"]
 '''
 
 
