@@ -21,6 +21,13 @@ time grows from one size to the next, then checks the targets of docs/benchmarks
 standard library and the installed project are needed (and buildx for B)::
 
     python bench/run.py --sizes 20,200,2000,20000 --repeat 15 --markdown
+
+Its counterparts, each on its own (docs/benchmarks.md): ``bench/lock.py`` and
+``bench/wheelhouse.py`` (run from here unless ``--no-lock``/``--no-wheelhouse``), and on the test
+engine ``bench/build.py`` (``bake-plan build`` against ``docker buildx bake``),
+``bench/publish.py`` (``bake-plan publish`` and its ``--dry-run`` for 16 multi-arch tags) and
+``bench/fresh_runner.py`` (an unchanged nightly on an emptied engine, with and without
+``--skip-unchanged``: time and bytes moved to and from the registry).
 """
 
 from __future__ import annotations
