@@ -72,7 +72,7 @@ def lock_cli(cli, make_plugin, wheels):
         env.update({"LOCKTEST_LOCAL_WHEELS": str(local), **(extra_env or {})})
         if args and args[0] == "lock" and index:
             args = args + ("--no-index", "--find-links", str(house))
-        return cli(*args, env=env, pythonpath=[site], **kw)
+        return cli(*args, env=env, pythonpath=[site, *kw.pop("pythonpath", ())], **kw)
 
     return run
 
@@ -699,3 +699,36 @@ def test_an_ancestor_given_as_a_target_too_installs_its_own_lock(lock_cli, tmp_p
         assert targets[name]["contexts"]["pip-lock"] == str(context.resolve())
         assert (context / "requirements.lock").read_text() == (tmp_path / "locks" / f"{name}.txt").read_text()
     assert "pip-lock" not in targets["lt-a-mealkit"].get("contexts", {})
+
+
+def test_a_lock_against_an_index_that_never_answers_stops_at_its_bound(lock_cli, tmp_path):
+    """A real uv against a loopback index that takes connections and never answers: the lock is
+    stopped at uv's time bound (lowered for the test by a ``sitecustomize`` beside the plugin) in
+    one line, and no uv is left running."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    held = []
+    threading.Thread(target=lambda: [held.append(server.accept()) for _ in range(16)], daemon=True).start()
+    site = tmp_path / "bound"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import bake.pip.lock\nbake.pip.lock.UV_TIMEOUT_S = 3\n")
+    port = server.getsockname()[1]
+    proc = lock_cli("lock", "--target", "lt-a", "--index-url", f"http://127.0.0.1:{port}/simple", index=False,
+                    cwd=tmp_path, pythonpath=[site], extra_env={"UV_HTTP_TIMEOUT": "600"})
+    server.close()
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.splitlines()[-1] == (
+        "bake-plan: error: uv pip compile did not finish in 3 s, locking 'lt-a': an index that does not answer, "
+        "or a source package whose build hangs"), proc.stderr
+    assert held, "uv never reached the index"
+    running = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            running.append(open(f"/proc/{pid}/cmdline", "rb").read())
+        except OSError:
+            pass
+    assert not [c for c in running if f"127.0.0.1:{port}".encode() in c]

@@ -85,6 +85,9 @@ HEADER = "# bake-plan "
 # release where the image takes A's newer one. ``--index-strategy unsafe-best-match`` is pip's rule.
 UV_OPTIONS = ("--quiet", "--no-progress", "--no-config", "--no-python-downloads", "--color", "never",
               "--no-header", "--annotation-style", "split", "--index-strategy", "unsafe-best-match")
+UV_TIMEOUT_S = 3600.0
+"""Seconds one ``uv pip compile`` may take (an index that never answers, a source package whose
+build hangs): past it uv and everything it started are killed and the lock fails in one line."""
 UV_PLATFORMS = {"amd64": "x86_64-manylinux_2_28", "arm64": "aarch64-manylinux_2_28"}
 """The ``--python-platform`` a lock is resolved for, by the arch of a bake platform, when the chain
 declares no ``glibc``: manylinux_2_28 (Debian buster, RHEL 8), which every supported base has."""
@@ -585,15 +588,40 @@ def _run_compile(spec: LockSpec, lines: Sequence[Line], pip_args: Sequence[str],
         program = uv_binary()
         argv = [program, "pip", "compile", *UV_OPTIONS, *target.uv_args(), *_uv_args(pip_args),
                 "--output-file", "requirements.txt", *ins]
-        try:
-            proc = subprocess.run(argv, cwd=tmp, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-        except OSError as err:
-            raise UsageError(f"cannot run {program}: {err.strerror or err}") from None
+        proc = _bounded(argv, tmp, spec)
         if proc.returncode != 0:
             if not explain:
                 raise LockError("the compile failed")
             raise _uv_failure(spec, lines, proc.stdout + "\n" + proc.stderr, pip_args, target)
         return (Path(tmp) / "requirements.txt").read_text(encoding="utf-8")
+
+
+def _bounded(argv: List[str], cwd: str, spec: LockSpec) -> subprocess.CompletedProcess:
+    """Run uv (``argv``) in ``cwd`` within :data:`UV_TIMEOUT_S`, in a process group of its own so
+    that a time-out or an interrupt stops the build backends it started too.
+
+    :raises UsageError: uv cannot be started. :raises LockError: it did not finish in time.
+    """
+    import signal
+
+    try:
+        proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    except OSError as err:
+        raise UsageError(f"cannot run {argv[0]}: {err.strerror or err}") from None
+    try:
+        out, err = proc.communicate(timeout=UV_TIMEOUT_S)
+    except BaseException as stop:  # the time-out, or an interrupt: uv's whole group goes
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.communicate()
+        if isinstance(stop, subprocess.TimeoutExpired):
+            raise LockError(f"uv pip compile did not finish in {UV_TIMEOUT_S:g} s, locking {spec.target!r}: "
+                            "an index that does not answer, or a source package whose build hangs") from None
+        raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 # uv's explanation of a failed resolution ("Because there is no version of lingvo==0.12.7 and
