@@ -355,3 +355,84 @@ def family_site(tmp_path_factory):
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site),
                     str(ROOT / "tests" / "packages" / "bake-plan-testfamily")], check=True, timeout=300)
     return site
+
+
+# --- the JAX reference family, built once a session -------------------------------------------
+
+JAX_FAMILY = ROOT / "tests" / "packages" / "bake-plan-jaxfamily"
+TEST_CACHE = Path(os.environ.get("BAKE_PLAN_TEST_CACHE", Path.home() / ".cache" / "bake-plan-tests"))
+"""Kept between runs: the wheelhouses the engine tests download, each with a stamp of what for."""
+JAX_DATE = "2026-11-29"
+JAX_BASE = "python:3.11-slim-bookworm"
+JAX_BUILD_TIMEOUT_S = 900
+"""The family's first build on an engine that never built it: minutes (pip-sync of jax and jaxlib)."""
+
+
+def jax_wheelhouse_stamp() -> str:
+    """What the cached JAX wheelhouse was filled for: the family's plugin module and the tools
+    (``bench/build.py`` reads and writes the same stamp)."""
+    import hashlib
+
+    from bake.pip.wheelhouse import TOOLS
+
+    data = (JAX_FAMILY / "bake_plan_jaxfamily" / "__init__.py").read_bytes() + repr(TOOLS).encode()
+    return hashlib.sha256(data).hexdigest()
+
+
+@pytest.fixture(scope="session")
+def jax_site(tmp_path_factory):
+    """The JAX family's plugin distribution, installed with pip into a directory for PYTHONPATH."""
+    site = tmp_path_factory.mktemp("jaxfamily-site")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site),
+                    str(JAX_FAMILY)], check=True, timeout=300)
+    return site
+
+
+@pytest.fixture(scope="session")
+def jax_wheelhouse(cli, jax_site):
+    """The family's wheelhouse, from the package index through pip's own configuration, once
+    (kept in :data:`TEST_CACHE` while its stamp holds)."""
+    house = TEST_CACHE / "jaxfamily-wheelhouse"
+    stamp = house / ".bake-plan-tests-stamp"
+    if not (stamp.is_file() and stamp.read_text() == jax_wheelhouse_stamp()):
+        env = dict(os.environ, PYTHONPATH=str(jax_site))
+        cli("wheelhouse", "--target", "jx-child", "-o", str(house), "--config", os.devnull,
+            env=env, check=True)
+        stamp.write_text(jax_wheelhouse_stamp())
+    return house
+
+
+@pytest.fixture(scope="session")
+def jax_family_built(engine, cli, jax_site, jax_wheelhouse, tmp_path_factory):
+    """The JAX family locked from its wheelhouse (``bake-plan lock --target jx-child``) and built
+    ``--locked``, offline, for linux/amd64 with ``--load``, once a session.
+    ``test_jaxfamily_engine.py`` checks that build; the build benchmark (``test_bench_build.py``)
+    asks for it first, so its own builds of the same plan find BuildKit's cache warm whichever
+    file runs first, far inside the benchmark's time bound.
+
+    :returns: a namespace: ``work`` (the directory the build ran in: ``docker-bake.hcl``, ``locks/``,
+        ``sitrep/``), ``env`` (with the family on ``PYTHONPATH``), ``lock_text``, ``namespace``
+        (``<registry>/jx<hex>``), ``image`` (the loaded ``jx-child:latest-amd64``) and
+        ``build_seconds``.
+    """
+    import time
+    import uuid
+    from types import SimpleNamespace
+
+    work = tmp_path_factory.mktemp("jaxfamily")
+    env = dict(os.environ, PYTHONPATH=str(jax_site))
+    locks = work / "locks"
+    cli("lock", "--target", "jx-child", "--locks-dir", str(locks), "--config", os.devnull,
+        "--no-index", "--find-links", str(jax_wheelhouse), env=hermetic_pip_env(env), check=True)
+    namespace = f"{engine.registry}/jx{uuid.uuid4().hex[:8]}"
+    started = time.monotonic()
+    proc = subprocess.run(
+        [str(console_script()), "build", "--target", "jx-child", "--locked", "--locks-dir", str(locks),
+         "--wheelhouse", str(jax_wheelhouse), "--platform", "linux/amd64", "--registry", namespace, "--date", JAX_DATE,
+         "--load", "--base-image", f"{JAX_BASE}={engine.registry}/stand-in/python:bookworm", "--config", os.devnull,
+         "--sitrep-dir", str(work / "sitrep")],
+        cwd=work, env=env, capture_output=True, text=True, timeout=JAX_BUILD_TIMEOUT_S)
+    seconds = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return SimpleNamespace(work=work, env=env, lock_text=(locks / "jx-child.txt").read_text(), namespace=namespace,
+                           image=f"{namespace}/jx-child:latest-amd64", build_seconds=seconds)
