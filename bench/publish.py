@@ -232,6 +232,16 @@ class Bench:
         return Round(a, b, a_cpu, b_cpu, len(tags), len(made), moved)
 
 
+    def remove_images(self) -> None:
+        """Remove the images the nights' builds left in the engine's image store (only this
+        benchmark's namespace; the registry keeps them)."""
+        listed = subprocess.run(["docker", "image", "ls", "--format", "{{.Repository}}:{{.Tag}}"], capture_output=True,
+                                text=True, timeout=120).stdout.split()
+        ours = [ref for ref in listed if ref.startswith(self.namespace + "/") and not ref.endswith(":<none>")]
+        if ours:
+            subprocess.run(["docker", "image", "rm", *ours], capture_output=True, timeout=600)
+
+
 HEADER = ("command", "runs", "median s", "min s", "max s", "CPU s (median)", "peak MB", "tags", "tags moved (each run)")
 
 
@@ -289,13 +299,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bake-plan-bench-publish-") as tmp:
         bench = Bench(bake_plan, args.registry, Path(tmp))
         load_before = os.getloadavg()
-        bench.round()  # warm-up: the first night also fills the build cache
         rounds = []
-        for _ in range(args.repeat):
-            rounds.append(bench.round())
-            print(f"bench: night {bench.nights}: A {rounds[-1].a.seconds:.2f} s, B {rounds[-1].b.seconds:.2f} s, "
-                  f"{rounds[-1].moved} tags moved", file=sys.stderr)
-        load_after = os.getloadavg()
+        try:
+            bench.round()  # warm-up: the first night also fills the build cache
+            for _ in range(args.repeat):
+                rounds.append(bench.round())
+                print(f"bench: night {bench.nights}: A {rounds[-1].a.seconds:.2f} s, B {rounds[-1].b.seconds:.2f} s, "
+                      f"{rounds[-1].moved} tags moved", file=sys.stderr)
+            load_after = os.getloadavg()
+        finally:
+            bench.remove_images()
     info["family"] = (f"{len(IMAGES)} busybox images × 4 tags = {TAGS} multi-arch tags from {2 * TAGS} per-arch "
                       "images (linux/amd64, linux/arm64), built and pushed per arch")
     info["runs"] = (f"{args.repeat} rounds after one warm-up, each a new night (built and pushed, not timed), then A "
