@@ -179,9 +179,13 @@ def plan_digest(cwd: Path, site: Path, family: str, fmt: str, how: str = "flags"
     proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     text = (cwd / f"plan.{fmt}").read_text(encoding="utf-8")
-    package = subprocess.run([sys.executable, "-c", "import bake, os; print(os.path.dirname(bake.__file__))"],
-                             cwd=cwd, env=env, capture_output=True, text=True, check=True).stdout.strip()
-    text = text.replace(str(site), "SITE").replace(package, "BAKE")
+    package, stages = subprocess.run(
+        [sys.executable, "-c", "import bake, os; from bake.resources import stages_dir; "
+                               "print(os.path.dirname(bake.__file__)); print(stages_dir())"],
+        cwd=cwd, env=env, capture_output=True, text=True, check=True).stdout.split("\n")[:2]
+    # an installed wheel keeps the stages under the package (bake/_data/stages), a checkout
+    # installed for editing beside it: both are written as the wheel has them
+    text = text.replace(str(site), "SITE").replace(stages, "BAKE/_data/stages").replace(package, "BAKE")
     # each target's input digest hashes the files of its contexts (stages/ included): pinned as a shape
     text = re.sub(r'("?io\.bake-plan\.input-digest"? = |"io\.bake-plan\.input-digest": )"sha256:[0-9a-f]{64}"',
                   r'\1"INPUT"', text)
