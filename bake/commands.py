@@ -264,8 +264,8 @@ def build(settings: Settings) -> int:
 def _skip_unchanged(settings: Settings, composition: Composition):
     """``build --skip-unchanged``: take out of the plan each target whose input digest equals its
     newest nightly record's (:func:`bake.plan.records.unchanged_targets`), say so, one line each,
-    and move its tags onto the recorded image (``imagetools create``; printed only under
-    ``--dry-run``). First the digests of the base images named by tag are asked of their
+    and move its tags onto the recorded image (``imagetools create``, eight at a time; printed only
+    under ``--dry-run``). First the digests of the base images named by tag are asked of their
     registries and counted in the input digests (:func:`bake.run.build.resolve_base_digests`);
     one that does not answer is said, and its targets count as changed. The records are read
     once, in parallel and time-bounded (:func:`bake.run.build.newest_records`); a record that
@@ -280,6 +280,7 @@ def _skip_unchanged(settings: Settings, composition: Composition):
     from bake.plan import records
     from bake.run.build import newest_records, resolve_base_digests
     from bake.run.engine import create_manifest
+    from bake.run.publish import ask_all
 
     if len(settings.platforms) != 1:
         raise UsageError("--skip-unchanged needs exactly one --platform: a nightly record is of one arch")
@@ -295,6 +296,7 @@ def _skip_unchanged(settings: Settings, composition: Composition):
     for (target, _), why in latest.faults.items():  # said, and the target builds as usual
         print(f"bake-plan: {why}; {target} builds as usual", file=sys.stderr)
     unchanged = records.unchanged_targets(plan, latest.found)
+    moves = {}  # tag -> the recorded image it is moved onto
     for name, record in unchanged.items():
         print(f"bake-plan: {records.unchanged_line(name, record)}")
         source = f"{record['repository']}@{record['image_digest']}"
@@ -302,7 +304,8 @@ def _skip_unchanged(settings: Settings, composition: Composition):
             if settings.dry_run:
                 print(f"bake-plan: would tag {tag} <- {source}")
             else:
-                create_manifest(tag, [source])
+                moves[tag] = source
+    ask_all(list(moves), lambda tag: create_manifest(tag, [moves[tag]]))  # eight at a time, as publish asks
     records.drop_unchanged(plan, unchanged)
     composition.unchanged = dict(unchanged)
     return latest
