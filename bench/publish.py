@@ -290,6 +290,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the benchmark and print the report. Exit status 1 with ``--check`` when a target is
     missed, 2 when the test engine is not there."""
     args = parse_args(argv)
+    # bake-plan writes its bytecode, as a pip-installed one has it: with PYTHONDONTWRITEBYTECODE
+    # set, a module changed since its .pyc was written compiles from source on every run (A alone)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     why = engine_up(args.registry)
     if why:
         print(f"bench: {why}", file=sys.stderr)

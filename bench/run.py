@@ -348,6 +348,9 @@ def report(results: Sequence[Result], info: Dict[str, str], markdown: bool) -> s
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the benchmark and print the report. Exit status 1 with ``--check`` when a target is missed."""
     args = parse_args(argv)
+    # bake-plan writes its bytecode, as a pip-installed one has it: with PYTHONDONTWRITEBYTECODE
+    # set, a module changed since its .pyc was written compiles from source on every run (A alone)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     bake_plan = find_bake_plan(args.bake_plan)
     buildx = shlex.split(args.buildx)
     command = "python bench/run.py " + shlex.join(sys.argv[1:] if argv is None else list(argv))
