@@ -83,8 +83,8 @@ def ask_all(refs: List[str], question: Callable[[str], T]) -> List[T]:
 
 
 CREATES_AT_ONCE = 4
-"""How many manifest lists :func:`publish` creates at once (each is a docker CLI run that resolves
-the sources and writes the list; mostly waiting on the registry, partly the CLI's start)."""
+"""How many manifest lists :func:`publish` creates at once (each is a buildx run that resolves
+the sources and writes the list; mostly waiting on the registry, partly the process start)."""
 
 
 class PublishIncomplete(RunError):
