@@ -167,3 +167,48 @@ def test_since_last_is_on_by_default_and_off_by_flag_config_or_environment(tmp_p
     assert gather("build", given, {"BAKE_PLAN_SINCE_LAST": "off"}).since_last is False
     (tmp_path / "bake-plan.toml").write_text("since-last = false\n")
     assert gather("build", {"target": ["jax"], "config": "bake-plan.toml"}, {}).since_last is False
+
+
+def _shapes():
+    """Records of every wrong shape a registry could hold, with the one phrase each is refused by."""
+    good = {**_rec("bad", D1), "target": "bad"}
+    yield {**good, "pins": ["numpy"]}, "pins is not an object or null"
+    yield {**good, "sources": ["x"]}, "sources is not an object or null"
+    yield {**good, "sources": {"JAX": "https://x"}}, "sources.JAX is not an object"
+    yield {**good, "sources": {"JAX": {"url": "u", "ref": 5, "patches": []}}}, "sources.JAX.ref is not a string"
+    yield {**good, "base_images": [{"image": ["x"], "digest": None}]}, "base_images[0].image is not a string"
+    yield {**good, "base_images": 5}, "base_images is not a list or null"
+    yield {**good, "date": "2026-12-01|<b>d</b>"}, "date '2026-12-01|<b>d</b>' is not YYYY-MM-DD"
+    yield {**good, "pins": {"numpy": "1." + "0" * 60000}}, "pins.numpy is longer than 4096 characters"
+    yield {**good, "size_bytes": "big"}, "size_bytes is not an integer or null"
+    yield {**good, "target": "root", "arch": "arm64"}, ("it is the record of 'root' on 'arm64', not of 'bad' on "
+                                                         "'amd64'")
+
+
+def test_a_record_of_any_wrong_shape_or_of_another_target_is_a_fault_of_its_target_never_a_crash():
+    plan = _plan()
+    for shape, why in _shapes():
+        def registry(ref, shape=shape):
+            if "record-bad-latest" in ref:
+                return {"io.bake-plan.record": json.dumps(shape)}
+            return None
+        latest = newest_records(plan, registry)
+        assert latest.found == {}
+        assert latest.faults[("bad", "amd64")] == f"r.example/x/bad:record-bad-latest-amd64: an unreadable record: {why}"
+        report = {"targets": {name: {"outcome": "pass", "platforms": ["linux/amd64"], "digest": IMG,
+                                     "input_digest": D2} for name in plan["target"]}}
+        add_since_last(report, plan, latest, DATE)  # the sitrep is written whatever the registry held
+        [entry] = report["targets"]["bad"]["since_last"]
+        assert entry["reason"].endswith(why) and entry["status"] == "unknown"
+
+
+def test_a_since_last_entry_is_bounded_whatever_the_record_held():
+    many = {f"p{n}": "1." + "9" * 3000 for n in range(1000)}
+    before, after = _rec("ok", D1, pins=many), _rec("ok", D2, pins={"numpy": "2.0.0"})
+    [entry] = records.since_last([after], {("ok", "amd64"): before})["ok"]
+    python = entry["python"]
+    assert len(python["removed"]) == records.SINCE_LAST_PINS and python["left_out"] == {"removed": 900}
+    assert python["added"] == [{"name": "numpy", "version": "2.0.0"}]
+    assert max(len(p["version"]) for p in python["removed"]) <= records.SINCE_LAST_VERSION_CHARS
+    assert len(json.dumps(entry)) < 40_000
+    assert records.pin_words(python)[-1] == "… 900 more (bake-plan diff lists them)"

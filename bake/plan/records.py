@@ -214,16 +214,73 @@ def _strings(value, path: str) -> Iterable[Tuple[str, str]]:
             yield from _strings(item, f"{path}.{key}" if isinstance(key, str) and not control_fault(key) else path)
 
 
+_STR, _OPT_STR, _INT = (str,), (str, type(None)), (int, type(None))
+_FIELDS = {"target": _STR, "arch": _STR, "date": _OPT_STR, "platform": _OPT_STR, "repository": _OPT_STR,
+           "input_digest": _OPT_STR, "image_digest": _OPT_STR, "outcome": _OPT_STR, "built_in": _OPT_STR,
+           "size_bytes": _INT, "pins": (dict, type(None)), "hashes": (dict, type(None)),
+           "sources": (dict, type(None)), "base_images": (list, type(None)), "tests": (list, type(None)),
+           "tags": (list, type(None))}
+"""The type of each field of a record bake-plan reads (:func:`make_records`); others are kept, unread."""
+_ITEM_FIELDS = {"sources": {"url": _STR, "ref": _STR, "patches": (list,)},
+                "base_images": {"image": _STR, "digest": _OPT_STR, "platform": _OPT_STR},
+                "tests": {"test": _OPT_STR, "outcome": _OPT_STR}}
+"""The fields of each item of a record's ``sources`` (by name), ``base_images`` and ``tests``."""
+RECORD_STRING_CHARS = 4096
+"""The longest string a record read back may hold (a URL, a version, a test's name): a record
+is shown whole in ``diff`` and the sitrep's ``since_last``, so nothing in it is larger."""
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _type_name(kinds: tuple) -> str:
+    names = {str: "a string", int: "an integer", dict: "an object", list: "a list", type(None): "null"}
+    return " or ".join(names[k] for k in kinds)
+
+
+def _shape_fault(record: dict) -> Optional[str]:
+    """The first field of ``record`` that is not of a record's type (:data:`_FIELDS`), or ``None``."""
+    for key, kinds in _FIELDS.items():
+        value = record.get(key)
+        if key not in record and kinds is not _STR:
+            continue
+        if not isinstance(value, kinds) or isinstance(value, bool) or (kinds is _STR and not value):
+            return f"{key} is not {_type_name(kinds)}" + (" (empty)" if kinds is _STR and value == "" else "")
+    if record.get("date") is not None and not _DATE.fullmatch(record["date"]):
+        return f"date {clipped(record['date'], 40)!r} is not YYYY-MM-DD"
+    for key, value in (record.get("hashes") or {}).items():
+        if not isinstance(value, list) or not all(isinstance(h, str) for h in value):
+            return f"hashes.{key} is not a list of strings"
+    if not all(isinstance(t, str) for t in record.get("tags") or ()):
+        return "tags is not a list of strings"
+    sources = record.get("sources") or {}
+    items = [(f"sources.{name}", item, "sources") for name, item in sources.items()]
+    items += [(f"{key}[{n}]", item, key) for key in ("base_images", "tests") for n, item in enumerate(record.get(key) or ())]
+    for where, item, key in items:
+        if not isinstance(item, dict):
+            return f"{where} is not an object"
+        for field, kinds in _ITEM_FIELDS[key].items():
+            if not isinstance(item.get(field), kinds) or (kinds is _STR and not item.get(field)):
+                return f"{where}.{field} is not {_type_name(kinds)}"
+        if key == "sources" and not all(isinstance(p, str) for p in item["patches"]):
+            return f"{where}.patches is not a list of strings"
+    return None
+
+
 def record_fault(record: dict) -> Optional[str]:
     """Why a record read back (a file, the registry) cannot be trusted as one, or ``None``: a
-    ``pins``/``hashes`` name that is not a distribution name (PEP 508), an ``input_digest`` or
-    ``image_digest`` that is neither ``null`` nor ``sha256:<64 lower-case hex>``, a ``pins``
-    value that is not a string, or a control character (a line break, ESC, a bidirectional
-    control) in any string of the record but its ``tests`` (a test's name is by default its
-    command, which may be several lines). Cheap: one pass over the record's strings.
+    field of another type than a record's (:data:`_FIELDS`: ``pins`` an object, each source an
+    object with a string ``url``…, ``date`` as ``YYYY-MM-DD``), a ``pins``/``hashes`` name that
+    is not a distribution name (PEP 508), an ``input_digest`` or ``image_digest`` that is neither
+    ``null`` nor ``sha256:<64 lower-case hex>``, a ``pins`` value that is not a string, a string
+    longer than :data:`RECORD_STRING_CHARS`, or a control character (a line break, ESC, a
+    bidirectional control) in any string of the record but its ``tests`` (a test's name is by
+    default its command, which may be several lines). Cheap: one pass over the record's strings.
 
-    :returns: one phrase naming the field: ``"pins name 'x|y' is not a distribution name"``.
+    :returns: one phrase naming the field: ``"pins name 'x|y' is not a distribution name"``,
+        ``"sources.X is not an object"``.
     """
+    shape = _shape_fault(record)
+    if shape:
+        return shape
     for key in ("pins", "hashes"):
         for name in record.get(key) or {}:
             if not _DISTRIBUTION.fullmatch(name):
@@ -235,10 +292,13 @@ def record_fault(record: dict) -> Optional[str]:
         value = record.get(key)
         if value is not None and (not isinstance(value, str) or not _RECORD_DIGEST.fullmatch(value)):
             return f"{key} {clipped(str(value), 80)!r} is not a sha256:<64 hex> digest"
-    for path, value in _strings({k: v for k, v in record.items() if k != "tests"}, "record"):
-        fault = control_fault(value, allow="")
+    for path, value in _strings(record, "record"):
+        where = path.removeprefix('record.').removeprefix('record ')
+        if len(value) > RECORD_STRING_CHARS:
+            return f"{where} is longer than {RECORD_STRING_CHARS} characters"
+        fault = control_fault(value, allow="") if not where.startswith("tests") else None
         if fault:
-            return f"{path.removeprefix('record.').removeprefix('record ')} holds {fault}"
+            return f"{where} holds {fault}"
     return None
 
 
@@ -401,7 +461,8 @@ def pin_words(python: Optional[dict]) -> List[str]:
     words += [f"↑ {p['name']} {p['from']} → {p['to']}" for p in python["upgraded"]]
     words += [f"↓ {p['name']} {p['from']} → {p['to']}" for p in python["downgraded"]]
     words += [f"~ {p['name']} {p['from']} → {p['to']}" for p in python["changed"]]
-    return words
+    left = sum((python.get("left_out") or {}).values())
+    return words + ([f"… {left} more (bake-plan diff lists them)"] if left else [])
 
 
 def source_words(s: dict) -> str:
@@ -592,10 +653,34 @@ def since_last(after: Sequence[dict], latest: Mapping[Tuple[str, str], dict],
         else:
             found = diff([prev], [rec])[0]
             entry = {"arch": key[1], "from": f"nightly-{prev['date']}" if prev.get("date") else built_in(prev),
-                     **{k: found[k] for k in ("status", "input_from", "input_to", "python", "sources")},
+                     **{k: found[k] for k in ("status", "input_from", "input_to", "sources")},
+                     "python": _bounded_pins(found["python"]),
                      "base_images": base_image_changes(prev.get("base_images") or [], rec.get("base_images") or []),
                      "reason": None}
         out.setdefault(key[0], []).append(entry)
+    return out
+
+
+SINCE_LAST_PINS = 100
+"""At most this many pins of each kind (added, removed, upgraded…) in a ``since_last`` entry, each
+version cut at :data:`SINCE_LAST_VERSION_CHARS`; ``left_out`` counts the rest (``diff`` has all)."""
+SINCE_LAST_VERSION_CHARS = 200
+
+
+def _bounded_pins(python: Optional[dict]) -> Optional[dict]:
+    """:func:`pin_changes` cut to :data:`SINCE_LAST_PINS` of each kind (a sitrep stays small
+    whatever a record in the registry held), with ``left_out``: kind → how many were cut."""
+    if python is None:
+        return None
+    out: dict = {}
+    left: Dict[str, int] = {}
+    for kind, items in python.items():
+        out[kind] = [{k: clipped(v, SINCE_LAST_VERSION_CHARS) if k != "name" else v for k, v in item.items()}
+                     for item in items[:SINCE_LAST_PINS]]
+        if len(items) > SINCE_LAST_PINS:
+            left[kind] = len(items) - SINCE_LAST_PINS
+    if left:
+        out["left_out"] = left
     return out
 
 

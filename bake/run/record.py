@@ -20,6 +20,7 @@ from typing import Callable, Collection, Dict, List, Optional, Sequence, Tuple
 from bake.documents import MAX_BYTES, DocumentError, parse_json
 from bake.errors import RecordError
 from bake.plan import records
+from bake.plan.text import clipped
 from bake.run.sitrep import diff_rows
 
 ANNOTATION = "io.bake-plan.record"
@@ -129,18 +130,24 @@ def write_records(plan: dict, sitrep: dict, date: datetime.date,
     return out
 
 
-def read_record(ref: str, annotations: Optional[Callable[[str], Optional[Dict[str, str]]]] = None) -> Optional[dict]:
+def read_record(ref: str, annotations: Optional[Callable[[str], Optional[Dict[str, str]]]] = None,
+                expect: Optional[Tuple[str, str]] = None) -> Optional[dict]:
     """The record at ``ref``, or ``None`` when the registry has no such tag.
 
     :param annotations: ``annotations(ref)`` → the index's annotations or ``None``; default
         :func:`bake.run.engine.index_annotations`.
-    :raises RecordError: the tag holds something that is not a record.
+    :param expect: ``(target, arch)`` the tag is of: a record there of another is refused.
+    :raises RecordError: the tag holds something that is not a record (or not of ``expect``).
     :raises bake.run.engine.RegistryError: the registry did not answer.
     """
     if annotations is None:
         from bake.run.engine import index_annotations as annotations
     notes = annotations(ref)
-    return None if notes is None else record_from_annotations(notes, ref)
+    found = None if notes is None else record_from_annotations(notes, ref)
+    if found is not None and expect is not None and (found["target"], found["arch"]) != expect:
+        raise RecordError(f"{ref}: an unreadable record: it is the record of {clipped(found['target'], 80)!r} on "
+                          f"{clipped(found['arch'], 20)!r}, not of {expect[0]!r} on {expect[1]!r}")
+    return found
 
 
 def read_records(plan: dict, date: datetime.date,
@@ -148,8 +155,8 @@ def read_records(plan: dict, date: datetime.date,
     """The records the nightly of ``date`` pushed for the targets of ``plan`` (each tagged
     target and platform; a missing one is left out)."""
     out = []
-    for _, _, ref in records.record_refs(plan, date):
-        found = read_record(ref, annotations)
+    for target, arch, ref in records.record_refs(plan, date):
+        found = read_record(ref, annotations, (target, arch))
         if found is not None:
             out.append(found)
     return out
@@ -167,7 +174,7 @@ def read_latest(plan: dict, annotations: Optional[Callable[[str], Optional[Dict[
     out = {}
     for target, arch, ref in records.latest_refs(plan):
         try:
-            found = read_record(ref, annotations)
+            found = read_record(ref, annotations, (target, arch))
         except RecordError as err:
             if unreadable is None:
                 raise
