@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -124,5 +125,11 @@ def test_lock_for_python_39_on_a_311_host_pins_what_the_image_compiles(engine, c
     proc = _bake_plan("build", *common, "--locked", "--locks-dir", str(locks), "--sitrep-dir",
                       str(tmp_path / "sitrep-locked"), "-o", "locked.hcl", cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # The wheelhouse is an oci-layout:// named context, not a base image (BuildKit names it
+    # docker.io/library/wheelhouse, with the layout's digest).
+    layout = re.search(r"oci-layout://[^@\"]+@(sha256:[0-9a-f]{64})", (tmp_path / "locked.hcl").read_text())
+    assert layout, "the plan does not give the wheelhouse as an OCI layout"
+    bases = json.loads((tmp_path / "sitrep-locked" / "sitrep.json").read_text())["targets"]["py39"]["base_images"]
+    assert bases and not [b for b in bases if "wheelhouse" in b["image"] or b["digest"] == layout.group(1)], bases
     frozen = _pins(engine.docker("run", "--rm", image, "pip", "freeze").stdout.splitlines())
     assert {k: v for k, v in frozen.items() if k not in NOT_LOCKED} == lock

@@ -144,8 +144,9 @@ def _tree(root: str, matcher: Optional[PatternMatcher] = None) -> str:
     return "sha256:" + h.hexdigest()
 
 
-def _pinned(value: str) -> Optional[str]:
-    """The ``sha256:…`` a ``docker-image://`` or ``oci-layout://`` reference is pinned to."""
+def pinned_digest(value: str) -> Optional[str]:
+    """The ``sha256:…`` a ``docker-image://`` or ``oci-layout://`` named-context value is pinned
+    to (``…@sha256:<64 hex>``), else ``None``."""
     if value.startswith(("docker-image://", "oci-layout://")) and "@sha256:" in value:
         return "sha256:" + value.rsplit("@sha256:", 1)[1]
     return None
@@ -220,7 +221,7 @@ def _inputs(target: dict, digest_of, hasher: Hasher, resolved: Optional[Mapping[
 def _context(value: str, digest_of, hasher: Hasher) -> str:
     if value.startswith("target:"):
         return "target " + digest_of(value[len("target:"):])
-    pinned = _pinned(value)
+    pinned = pinned_digest(value)
     if pinned:
         return "image " + pinned
     tree = hasher.tree(value)

@@ -17,9 +17,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from bake.errors import OutputError, RunError, UsageError
 from bake.owned import Record
 from bake.plan.compose import DEFAULT_GROUP, Composition
+from bake.plan.inputs import pinned_digest
 from bake.plan.render import granted, read_paths
 from bake.plan.secrets import redact
-from bake.plan.validate import is_context_url
 from bake.run import engine, sitrep
 from bake.run.progress import LiveConsole, RawRedactor
 
@@ -500,18 +500,28 @@ def resolve_base_digests(composition: Composition, digest=None) -> dict:
 
 def base_images_seen(plan: dict, images: Optional[dict]) -> dict:
     """The images BuildKit's progress showed each target starting from
-    (:meth:`bake.run.progress.ProgressReader.images`), less its named contexts that are no image:
-    a local directory (the wheelhouse, a ``pip-lock`` context) or a ``target:`` of the plan, which
-    BuildKit names as an image (``docker.io/library/wheelhouse``) though no registry holds it.
+    (:meth:`bake.run.progress.ProgressReader.images`), less its named contexts that are no image
+    of a registry: every one but a ``docker-image://`` one (a local directory, the wheelhouse's
+    ``oci-layout://…@sha256:…``, a ``target:`` of the plan, a git or HTTP URL), which BuildKit
+    names as an image (``docker.io/library/wheelhouse``, the layout's digest) though no registry
+    holds it. An image seen with the digest an ``oci-layout://`` context is pinned to is that
+    layout, whatever name BuildKit gave it.
 
     :param plan: the plan (``target`` → ``contexts``). :returns: the same shape, filtered."""
     out = {}
     for target, seen in (images or {}).items():
         contexts = (plan.get("target", {}).get(target) or {}).get("contexts") or {}
-        not_images = {sitrep.image_spelling(name) for name, value in contexts.items()
-                      if isinstance(value, str) and (value.startswith("target:") or not is_context_url(value))}
-        out[target] = [found for found in seen if sitrep.image_spelling(found[0]) not in not_images]
+        not_images = {name: value for name, value in contexts.items()
+                      if isinstance(value, str) and not value.startswith(_IMAGE_CONTEXT)}
+        names = {sitrep.image_spelling(name) for name in not_images}
+        layouts = {pinned_digest(value) for value in not_images.values()} - {None}
+        out[target] = [found for found in seen
+                       if sitrep.image_spelling(found[0]) not in names and found[2] not in layouts]
     return out
+
+
+_IMAGE_CONTEXT = "docker-image://"
+"""The one kind of named context that is an image a registry holds (a base image)."""
 
 
 def _sitrep(composition: Composition, label: str, run: engine.BakeRun, known: Sequence[str],
