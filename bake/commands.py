@@ -264,8 +264,8 @@ def build(settings: Settings) -> int:
 def _skip_unchanged(settings: Settings, composition: Composition):
     """``build --skip-unchanged``: take out of the plan each target whose input digest equals its
     newest nightly record's (:func:`bake.plan.records.unchanged_targets`), say so, one line each,
-    and move its tags onto the recorded image (``imagetools create``, eight at a time; printed only
-    under ``--dry-run``). First the digests of the base images named by tag are asked of their
+    and move its tags onto the recorded image (``imagetools create``, eight repositories at a time;
+    printed only under ``--dry-run``). First the digests of the base images named by tag are asked of their
     registries and counted in the input digests (:func:`bake.run.build.resolve_base_digests`);
     one that does not answer is said, and its targets count as changed. The records are read
     once, in parallel and time-bounded (:func:`bake.run.build.newest_records`); a record that
@@ -305,7 +305,10 @@ def _skip_unchanged(settings: Settings, composition: Composition):
                 print(f"bake-plan: would tag {tag} <- {source}")
             else:
                 moves[tag] = source
-    ask_all(list(moves), lambda tag: create_manifest(tag, [moves[tag]]))  # eight at a time, as publish asks
+    by_repository: dict = {}
+    for tag in moves:  # one repository's tags one after another (bake.run.publish.publish says why)
+        by_repository.setdefault(tag.rsplit(":", 1)[0], []).append(tag)
+    ask_all(list(by_repository), lambda repo: [create_manifest(tag, [moves[tag]]) for tag in by_repository[repo]])
     records.drop_unchanged(plan, unchanged)
     composition.unchanged = dict(unchanged)
     return latest

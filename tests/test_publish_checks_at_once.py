@@ -17,6 +17,11 @@ def _wanted(count: int):
     return [Manifest(tag=f"r/img:t{i}", sources=[f"r/img:t{i}-amd64", f"r/img:t{i}-arm64"]) for i in range(count)]
 
 
+def _apart(count: int):
+    """``count`` tags, each in a repository of its own."""
+    return [Manifest(tag=f"r/img{i}:t", sources=[f"r/img{i}:t-amd64", f"r/img{i}:t-arm64"]) for i in range(count)]
+
+
 def test_sixteen_tags_are_checked_at_once_and_reported_in_plan_order():
     wanted = _wanted(16)
     lock, running, most = threading.Lock(), [0], [0]
@@ -59,14 +64,14 @@ def test_the_first_failure_in_plan_order_is_raised():
 
 
 def test_tags_are_created_several_at_once_and_reported_in_plan_order():
-    wanted = _wanted(16)
+    wanted = _apart(16)
     lock, running, most, shown = threading.Lock(), [0], [0], []
 
     def create(tag: str, sources) -> None:
         with lock:
             running[0] += 1
             most[0] = max(most[0], running[0])
-        time.sleep(0.2 if tag.endswith(":t0") else 0.05)  # the first finishes last
+        time.sleep(0.2 if tag == "r/img0:t" else 0.05)  # the first finishes last
         with lock:
             running[0] -= 1
 
@@ -79,25 +84,45 @@ def test_tags_are_created_several_at_once_and_reported_in_plan_order():
 
 
 def test_a_failed_creation_starts_no_other_and_counts_every_tag_made():
-    wanted = _wanted(12)
+    wanted = _apart(12)
     started, shown = [], []
 
     def create(tag: str, sources) -> None:
         started.append(tag)
-        if tag == "r/img:t1":
+        if tag == "r/img1:t":
             time.sleep(0.05)  # the first four have started
-            raise RunError("imagetools create r/img:t1 failed: refused")
+            raise RunError("imagetools create r/img1:t failed: refused")
         time.sleep(0.2)
 
     with pytest.raises(PublishIncomplete) as caught:
         publish(wanted, lambda ref: True, create, on_created=lambda m: shown.append(m.tag))
     err = caught.value
-    assert err.failed.tag == "r/img:t1"
+    assert err.failed.tag == "r/img1:t"
     assert [m.tag for m in err.created] == shown  # each tag made was said, in plan order
-    assert "r/img:t0" in shown and "r/img:t2" in shown  # under way when t1 failed: finished and counted
-    assert sorted(started) == [f"r/img:t{i}" for i in range(CREATES_AT_ONCE)]  # none started after the failure
-    assert str(err).startswith(f"publishing stopped at r/img:t1: imagetools create r/img:t1 failed: refused; "
+    assert "r/img0:t" in shown and "r/img2:t" in shown  # under way when img1 failed: finished and counted
+    assert sorted(started) == [f"r/img{i}:t" for i in range(CREATES_AT_ONCE)]  # none started after the failure
+    assert str(err).startswith(f"publishing stopped at r/img1:t: imagetools create r/img1:t failed: refused; "
                                f"{len(shown)} of 12 tags were published before it; rerun the same")
+
+
+def test_the_tags_of_one_repository_are_created_one_after_another():
+    """The stock registry:2 (distribution 2.8, filesystem storage) rewrites a repository's link
+    files in place: two lists of one digest written at once in one repository can answer 500."""
+    wanted = _wanted(3) + _apart(3)  # r/img:t0..t2, then r/img0..2:t
+    lock, running, overlapped, shown = threading.Lock(), {}, [], []
+
+    def create(tag: str, sources) -> None:
+        repository = tag.rsplit(":", 1)[0]
+        with lock:
+            if running.get(repository):
+                overlapped.append(tag)
+            running[repository] = running.get(repository, 0) + 1
+        time.sleep(0.05)
+        with lock:
+            running[repository] -= 1
+
+    assert publish(wanted, lambda ref: True, create, on_created=lambda m: shown.append(m.tag)) == []
+    assert overlapped == [] and shown == [m.tag for m in wanted]
 
 
 def test_nothing_is_created_when_a_source_is_missing():

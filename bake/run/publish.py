@@ -14,7 +14,7 @@ provenance and SBOM (``tests/test_provenance_engine.py``, buildx 0.29 and 0.13 a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Tuple, TypeVar
+from typing import Callable, Dict, List, Optional, Tuple, TypeVar
 
 from bake.errors import BakePlanError, RunError
 from bake.plan.compose import Composition
@@ -104,8 +104,9 @@ class PublishIncomplete(RunError):
 
 def publish(wanted: List[Manifest], exists: Callable[[str], bool], create: Callable[[str, List[str]], None],
             on_created: Callable[[Manifest], None] = lambda manifest: None) -> List[str]:
-    """Check every source exists, then create every manifest list, :data:`CREATES_AT_ONCE` at a
-    time. When any per-arch image is missing, nothing is created.
+    """Check every source exists, then create every manifest list, the lists of
+    :data:`CREATES_AT_ONCE` repositories at a time (one repository's one after another). When any
+    per-arch image is missing, nothing is created.
 
     :param create: ``(tag, sources)``; must be safe to call from several threads.
     :param on_created: called after each manifest list is created, in plan order, from the calling
@@ -116,7 +117,8 @@ def publish(wanted: List[Manifest], exists: Callable[[str], bool], create: Calla
     :raises bake.errors.RunError: the registry could not be asked whether a source exists.
     """
     import threading
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import Future, ThreadPoolExecutor
+    from concurrent.futures import TimeoutError as FutureTimeout
 
     missing = missing_sources(wanted, exists)
     if missing:
@@ -134,11 +136,34 @@ def publish(wanted: List[Manifest], exists: Callable[[str], bool], create: Calla
             return str(err)
         return None
 
+    # One repository's lists one after another, repositories side by side: distribution 2.8's
+    # filesystem storage (the stock registry:2) rewrites a repository's link files in place, so
+    # two lists of one digest written at once in one repository (latest and nightly-DATE) can
+    # read each other's link empty and answer 500.
+    futures = {id(m): Future() for m in wanted}
+    by_repository: Dict[str, List[Manifest]] = {}
+    for m in wanted:
+        by_repository.setdefault(m.tag.rsplit(":", 1)[0], []).append(m)
+
+    def make_all(manifests: List[Manifest]) -> None:
+        for m in manifests:
+            futures[id(m)].set_result(make(m))
+
     created: List[Manifest] = []
     failure: Optional[Tuple[Manifest, str]] = None
-    pool = ThreadPoolExecutor(max_workers=max(1, min(CREATES_AT_ONCE, len(wanted))))
+    pool = ThreadPoolExecutor(max_workers=max(1, min(CREATES_AT_ONCE, len(by_repository))))
     try:
-        for manifest, future in [(m, pool.submit(make, m)) for m in wanted]:
+        jobs = [pool.submit(make_all, group) for group in by_repository.values()]
+        for manifest in wanted:
+            future = futures[id(manifest)]
+            while not future.done():  # a job that raised (an interrupt) sets none of its futures
+                failed = next((j for j in jobs if j.done() and j.exception() is not None), None)
+                if failed is not None:
+                    raise failed.exception()
+                try:
+                    future.result(timeout=0.2)
+                except FutureTimeout:
+                    pass
             why = future.result()
             if why is None:
                 created.append(manifest)
