@@ -38,6 +38,13 @@ class OutputError(BakePlanError):
     """The plan could not be written where asked (exit 2)."""
 
 
+class ReportUnreadable(OutputError):
+    """A report bake-plan adds to (the ``sitrep.json`` of the sitrep directory, which ``test``
+    merges its results into) is there but cannot be read: unreadable, too large, not JSON, or not
+    a sitrep. Refused rather than replaced; nothing is written (exit 2). The message names the
+    file and why."""
+
+
 class SourcesError(BakePlanError):
     """The sources manifest is malformed, names an unknown source, or a tracking ref cannot be
     resolved (unknown ref, unreachable URL) (exit 2)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 import shlex
 import subprocess
 import uuid
@@ -113,6 +114,50 @@ def test_a_stage_without_tests_passes_with_no_tests(cli, make_plugin, tmp_path):
     report = json.loads((tmp_path / "r" / "sitrep.json").read_text())
     assert report["tests"]["total"] == 0 and report["outcome"] == "pass"
     assert json.loads((tmp_path / "r" / "tests-badge.json").read_text())["message"] == "no tests"
+
+
+@pytest.mark.parametrize("tests", ["()", '("true",)'], ids=["no-tests", "tests"])
+def test_a_sitrep_that_cannot_be_read_is_refused_not_replaced(cli, make_plugin, tmp_path, tests):
+    """A ``sitrep.json`` bake-plan wrote there that is not JSON any more: ``test`` refuses it in one
+    line naming the file and why, before any engine call (none is reachable), and writes nothing."""
+    from bake.owned import Record
+
+    site = _one_stage(make_plugin, tests, "unreadable-sitrep")
+    directory = tmp_path / "r"
+    directory.mkdir()
+    Record(directory).write("sitrep.json", '{"targets": {"x": ', "the sitrep")  # cut short
+    Record(directory).write("tests-badge.json", '{"message": "1/1 passed"}\n', "the tests badge")
+    before = {p.name: p.read_bytes() for p in directory.iterdir()}
+    proc = cli("test", "--target", "one", "--sitrep-dir", "r", cwd=tmp_path, pythonpath=[site],
+               env=dict(os.environ, DOCKER_HOST="unix:///nonexistent.sock"))
+    assert_one_line_error(proc, "r/sitrep.json: cannot add the tests to this sitrep: not JSON: ",
+                          "will not replace it")
+    assert {p.name: p.read_bytes() for p in directory.iterdir()} == before
+
+
+@pytest.mark.parametrize("text, why", [
+    ("[]", "not a sitrep (no targets object)"),
+    ('{"summary": "x"}', "not a sitrep (no targets object)"),
+    ('{"targets": []}', "not a sitrep (no targets object)"),
+    ("\udcff", "not UTF-8"),
+])
+def test_a_sitrep_that_is_not_one_is_refused_and_a_missing_one_is_fresh(tmp_path, text, why):
+    from bake.errors import ReportUnreadable, RunError
+    from bake.owned import Record
+    from bake.run.imagetest import TestReports
+
+    directory = tmp_path / "sitrep"
+    reports = TestReports(directory, None)
+    reports.prepare()
+    assert reports.earlier() is None  # none yet: a fresh report
+    Record(directory).write("sitrep.json", text.encode("utf-8", "surrogateescape"), "the sitrep")
+    kept = (directory / "sitrep.json").read_bytes()
+    with pytest.raises(ReportUnreadable, match=re.escape(f"sitrep.json: cannot add the tests to this sitrep: {why}")):
+        reports.prepare()
+    with pytest.raises(RunError, match=r"the tests ran \(x tests: 1/1 passed\), but .*sitrep.json: cannot add"):
+        reports.write(sitrep.make_tests("x tests", [_result("a", "pass")]))
+    assert (directory / "sitrep.json").read_bytes() == kept
+    assert not (directory / "tests-badge.json").exists()
 
 
 def test_tests_without_an_engine_are_one_line(cli, make_plugin, tmp_path):

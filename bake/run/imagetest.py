@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from bake.documents import DocumentError, read_json
-from bake.errors import OutputError, RunError, UsageError
+from bake.errors import OutputError, ReportUnreadable, RunError, UsageError
 from bake.owned import Record
 from bake.plan.compose import Composition, target_names
 from bake.plan.names import arch_of
@@ -241,6 +241,7 @@ class TestReports:
 
         :raises OutputError: the directory cannot be made, a report path is taken by a file
             bake-plan did not write, or ``$GITHUB_STEP_SUMMARY`` cannot be appended to.
+        :raises ReportUnreadable: the ``sitrep.json`` there cannot be read (:meth:`earlier`).
         """
         try:
             self.sitrep_dir.mkdir(parents=True, exist_ok=True)
@@ -251,9 +252,34 @@ class TestReports:
         record = Record(self.sitrep_dir)
         for name, what in _WHAT.items():
             record.check(name, what)
+        self.earlier()
         if self.step_summary:
             _appendable(self.step_summary)
         record.remove(sitrep.TESTS_BADGE, _WHAT[sitrep.TESTS_BADGE])
+
+    def earlier(self) -> Optional[dict]:
+        """The sitrep already in the directory (the build's, or an earlier ``test`` run's), which
+        this run's results are added to; ``None`` when there is none (a fresh report is made).
+
+        :raises ReportUnreadable: ``sitrep.json`` is there but cannot be read (a directory, a
+            read error, larger than :data:`bake.documents.MAX_BYTES`, not UTF-8, not JSON, or not
+            a sitrep: no ``targets`` object), naming the file and why: it is never replaced.
+        """
+        path = self.sitrep_dir / "sitrep.json"
+        if not os.path.lexists(path):
+            return None
+        try:
+            report = read_json(path)
+        except OSError as err:
+            why = err.strerror or str(err)
+        except DocumentError as err:
+            why = str(err)
+        else:
+            if isinstance(report, dict) and isinstance(report.get("targets"), dict):
+                return report
+            why = "not a sitrep (no targets object)"
+        raise ReportUnreadable(f"{path}: cannot add the tests to this sitrep: {why}; bake-plan will not replace it "
+                               f"(a build's results): move it away, or give another --sitrep-dir")
 
     def write(self, tests: dict, ran: Optional[Sequence[Tuple[str, str]]] = None,
               requested: Sequence[str] = ()) -> dict:
@@ -268,14 +294,13 @@ class TestReports:
         :param requested: the stages this run was asked to test (the badge label names them after
             the kept results' stages).
         :returns: the sitrep written.
-        :raises RunError: a report cannot be written (the tests ran: exit 1)."""
+        :raises RunError: a report cannot be written, or the ``sitrep.json`` there can no longer
+            be read (:meth:`earlier`): the tests ran, exit 1, nothing written."""
         record = Record(self.sitrep_dir)
-        report = None
-        if (self.sitrep_dir / "sitrep.json").is_file() and record.ours("sitrep.json"):
-            try:
-                report = read_json(self.sitrep_dir / "sitrep.json")
-            except (OSError, DocumentError):
-                report = None
+        try:
+            report = self.earlier()
+        except OutputError as err:
+            raise RunError(f"the tests ran ({tests['summary']}), but {err}") from None
         earlier = report.get("tests") if isinstance(report, dict) else None
         this_run = tests  # the step summary gets this run's section only: an earlier one is there already
         if isinstance(earlier, dict) and isinstance(earlier.get("results"), list):
