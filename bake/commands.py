@@ -487,13 +487,13 @@ def _publish_gated(settings: Settings) -> int:
     def shown(sources) -> str:
         return ", ".join(s.rsplit(":", 1)[-1] for s in sources)
 
-    def summarise(outcome) -> int:
+    def summarise(outcome, unrecorded: str = "") -> int:
         """Append the Markdown summary when GitHub Actions asks for one; 1 when it cannot be."""
         if step_summary:
             try:
                 append_summary(step_summary, lambda room: "\n" + publish_markdown(
                     settings.date, decisions, dated, moving, kept, outcome, retries.count, retries.waited_s,
-                    settings.all_or_nothing, room - 1))
+                    settings.all_or_nothing, room - 1, unrecorded))
             except OutputError as err:
                 print(f"bake-plan: error: {err}", file=sys.stderr)
                 return 1
@@ -521,7 +521,7 @@ def _publish_gated(settings: Settings) -> int:
     if retries.count:
         print(f"bake-plan: {counted(retries.count, 'registry call')} retried ({retries.waited_s:g} s waited)",
               file=_informing(settings, sys.stderr))
-    unsummarised = summarise(outcome)
+    unsummarised = summarise(outcome, unrecorded)
     if as_json:
         write_atomic("-", json.dumps(_gated_report(settings, decisions, outcome, retries, dated, moving, kept),
                                      indent=2) + "\n", what="the publish report")
@@ -1107,11 +1107,17 @@ def _record_sitreps(settings: Settings, plan: dict, documents: list, only=None, 
     from bake.run.record import write_records
 
     pushed = 0
-    for data in documents:
-        for ref, why in write_records(plan, data, settings.date, create=create, dry_run=dry_run, only=only):
+
+    def said(ref: str, verb: str) -> None:
+        print(f"{verb} {ref}", file=stream or sys.stdout, flush=True)
+
+    for data in documents:  # each record said once pushed: a registry failing part-way leaves those lines
+        for ref, why in write_records(plan, data, settings.date, create=create, dry_run=dry_run, only=only,
+                                      on_pushed=lambda ref: said(ref, "recorded")):
             if why is None:
                 pushed += 1
-                print(f"{'would push' if dry_run else 'recorded'} {ref}", file=stream or sys.stdout, flush=True)
+                if dry_run:
+                    said(ref, "would push")
             else:
                 print(f"bake-plan: no record of {ref}: {why}", file=sys.stderr)
     return pushed

@@ -127,3 +127,24 @@ def test_publish_records_only_the_targets_it_published_and_only_sha256_digests()
                    ("ch-b@amd64", "the sitrep's digest is not a sha256 digest")]
     assert made == [(f"localhost:5555/ch/ch-a:{tag}", [f"localhost:5555/ch/ch-a@{OTHER}"])
                     for tag in ("record-ch-a-2026-11-30-amd64", "record-ch-a-latest-amd64")]
+
+
+def test_a_registry_failing_part_way_leaves_a_line_for_each_record_pushed_before_it():
+    import datetime
+
+    import pytest
+
+    from bake.errors import RunError
+    from bake.run.record import write_records
+
+    sitrep = {"targets": {name: {"outcome": "pass", "digest": OTHER, "platforms": ["linux/amd64"]}
+                          for name in ("ch-a", "ch-b", "ch-c")}}
+    said = []
+
+    def create(tag, sources, annotations=()):
+        if "ch-b" in tag:
+            raise RunError(f"imagetools create {tag} failed: denied")
+
+    with pytest.raises(RunError):
+        write_records(_plan(), sitrep, datetime.date(2026, 11, 30), create=create, on_pushed=said.append)
+    assert said == ["localhost:5555/ch/ch-a:record-ch-a-2026-11-30-amd64"]

@@ -344,6 +344,15 @@ def test_a_rollback_and_a_failure_are_in_the_summary():
     assert "Rolled back (restored): `r/x:latest` on `sha256:0`" in text
 
 
+def test_records_not_pushed_make_the_summary_a_failure_saying_why():
+    outcome = Outcome(created=[(f"r/x:nightly-{DATE}", "sha256:1")])
+    text = publish_markdown(DATE, {}, [Manifest(f"r/x:nightly-{DATE}", [], "x")], [], [], outcome,
+                            unrecorded="imagetools create r/x:record-x-2026-11-29-amd64 failed: denied")
+    assert text.startswith("### ❌ publish 2026-11-29")
+    assert ("Published, but not their nightly records: imagetools create r/x:record-x-2026-11-29-amd64 "
+            "failed: denied") in text
+
+
 @pytest.mark.parametrize("hostile", HOSTILE)
 def test_hostile_names_and_reasons_render_as_text_never_as_html_or_links(hostile):
     text = _summary(name=hostile, reason=f"test {hostile!r} failed on arm64 {hostile}")

@@ -85,7 +85,8 @@ def record_from_annotations(notes: Dict[str, str], ref: str) -> dict:
 
 def write_records(plan: dict, sitrep: dict, date: datetime.date,
                   create: Optional[Callable[..., None]] = None,
-                  dry_run: bool = False, only: Optional[Collection[str]] = None) -> List[Tuple[str, Optional[str]]]:
+                  dry_run: bool = False, only: Optional[Collection[str]] = None,
+                  on_pushed: Callable[[str], None] = lambda ref: None) -> List[Tuple[str, Optional[str]]]:
     """Push a record of each target the sitrep names as pushed (``outcome`` pass and an image
     digest), one per platform, beside its image (:func:`bake.plan.records.record_tag`), and again
     as the newest record of the target and arch (:func:`bake.plan.records.latest_tag`).
@@ -99,6 +100,8 @@ def write_records(plan: dict, sitrep: dict, date: datetime.date,
         :func:`bake.run.engine.create_manifest`.
     :param dry_run: push nothing; return the refs that would be pushed.
     :param only: the targets to record (``publish``: those whose tags it made); ``None``: all.
+    :param on_pushed: called with each record's ref once it is pushed (so a registry failing
+        part-way leaves a line for each record pushed before it).
     :returns: ``(record ref, None)`` for each pushed record and ``(target@arch, why not)`` for
         each target with no image to record (not built, not pushed, untagged).
     :raises bake.run.engine.RegistryError: the registry refused a record or did not answer.
@@ -126,6 +129,7 @@ def write_records(plan: dict, sitrep: dict, date: datetime.date,
             # the newest record of the target and arch, which build --skip-unchanged reads
             latest = records.latest_tag(record["target"], record["arch"])
             create(f"{record['repository']}:{latest}", source, annotations=[annotation_of(record)])
+            on_pushed(ref)
         out.append((ref, None))
     return out
 

@@ -281,7 +281,7 @@ def arch_comparison(decision: Optional[Decision]) -> str:
 def publish_markdown(date: datetime.date, decisions: Optional[Mapping[str, Decision]],
                      dated: Sequence[Manifest], moving: Sequence[Manifest], kept: Sequence[Manifest],
                      outcome: Optional[Outcome], retries: int = 0, waited_s: float = 0.0,
-                     all_or_nothing: bool = False, limit: int = SUMMARY_BYTES) -> str:
+                     all_or_nothing: bool = False, limit: int = SUMMARY_BYTES, unrecorded: str = "") -> str:
     """The publish summary for ``$GITHUB_STEP_SUMMARY``: a heading, one table row per image
     (its dated tags published, its floating tags moved or held and why, the arch comparison:
     :func:`arch_comparison`), then the retries, a rollback and a failure, at most ``limit`` bytes
@@ -290,13 +290,14 @@ def publish_markdown(date: datetime.date, decisions: Optional[Mapping[str, Decis
 
     :param outcome: what :func:`publish_gated` did; ``None`` for a dry run (what it would do).
     :param retries: registry calls tried again; ``waited_s`` the seconds waited between them.
+    :param unrecorded: why the nightly records could not be pushed (the publish fails), or ``""``.
     """
     done = {tag for tag, _ in outcome.created} if outcome is not None else {m.tag for m in [*dated, *moving]}
     if outcome is not None and outcome.missing:
         done = set()
     targets = list(dict.fromkeys([*(decisions or {}), *(m.target for m in [*dated, *moving, *kept])]))
     held = [t for t in targets if any(m.target == t for m in kept)]
-    failed = outcome is not None and bool(outcome.missing or outcome.failed)
+    failed = outcome is not None and bool(outcome.missing or outcome.failed or unrecorded)
     icon = "❌" if failed else ("⚠️" if held else "✅")
     verb = "would publish" if outcome is None else "publish"
     moved_for = {m.target for m in moving if m.tag in done}
@@ -331,6 +332,8 @@ def publish_markdown(date: datetime.date, decisions: Optional[Mapping[str, Decis
             tail.append(["", f"Not published: {len(outcome.missing)} per-arch image(s) missing; no tag was created."])
         if outcome.failed:
             tail.append(["", f"Stopped: {markdown_text(outcome.failed)}"])
+        if unrecorded:
+            tail.append(["", f"Published, but not their nightly records: {markdown_text(unrecorded)}"])
         for tag, digest, how in outcome.rolled_back:
             tail.append(["", f"Rolled back ({how}): {markdown_text(tag, 'code')}"
                              + (f" on {markdown_text(digest, 'code')}" if digest else "")])
