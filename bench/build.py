@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import hashlib
+import http.client
 import json
 import os
 import re
@@ -157,7 +158,7 @@ def engine_up(registry: str) -> Optional[str]:
         if subprocess.run(["docker", "info"], capture_output=True, timeout=60).returncode:
             return "no Docker engine answers (scripts/test-engine up; eval \"$(scripts/test-engine env)\")"
         urllib.request.urlopen(f"http://{registry}/v2/", timeout=10).close()
-    except (OSError, ValueError, subprocess.TimeoutExpired) as err:  # ValueError: a registry no URL holds
+    except (OSError, ValueError, http.client.HTTPException, subprocess.TimeoutExpired) as err:  # a registry no URL holds
         return f"the engine or the registry {registry} does not answer: {err}"
     return None
 
