@@ -152,6 +152,20 @@ def wheelhouse_layer(plan_file: Path) -> Tuple[str, int]:
     return layer["digest"].split(":", 1)[1], int(layer["size"])
 
 
+def engine_bench_arguments(doc: str, repeat: int, repeat_help: str) -> argparse.ArgumentParser:
+    """The command line the engine benchmarks beside this one share (``bench/publish.py``,
+    ``bench/fresh_runner.py``): ``--repeat`` (default ``repeat``), ``--markdown``, ``--bake-plan``,
+    ``--registry`` and ``--check``; ``doc``'s first paragraph as the description."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=repeat, help=f"{repeat_help} (default {repeat})")
+    parser.add_argument("--markdown", action="store_true", help="print the report as Markdown (docs/benchmarks.md)")
+    parser.add_argument("--bake-plan", help="the bake-plan console script (default: beside this Python, else PATH)")
+    parser.add_argument("--registry", default=os.environ.get("BAKE_PLAN_TEST_REGISTRY", "localhost:5555"),
+                        help="the test engine's registry (default localhost:5555)")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a performance target is missed")
+    return parser
+
+
 def engine_up(registry: str) -> Optional[str]:
     """Why the test engine cannot be used (``None`` when it can): ``docker info`` and the registry."""
     try:

@@ -51,7 +51,7 @@ import urllib.request
 from pathlib import Path
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from build import TARGET, Bench, engine_up, wheelhouse_layer
+from build import TARGET, Bench, engine_bench_arguments, engine_up, wheelhouse_layer
 from publish import engine_info
 from run import Sample, find_bake_plan, median, table_report
 
@@ -190,13 +190,7 @@ class Run(NamedTuple):
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     """The command line of the benchmark."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=3, help="runs of A and of B, alternating (default 3)")
-    parser.add_argument("--markdown", action="store_true", help="print the report as Markdown (docs/benchmarks.md)")
-    parser.add_argument("--bake-plan", help="the bake-plan console script (default: beside this Python, else PATH)")
-    parser.add_argument("--registry", default=os.environ.get("BAKE_PLAN_TEST_REGISTRY", "localhost:5555"),
-                        help="the test engine's registry (default localhost:5555)")
-    parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    parser = engine_bench_arguments(__doc__, 3, "runs of A and of B, alternating")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")

@@ -43,7 +43,7 @@ import uuid
 from pathlib import Path
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from build import engine_up
+from build import engine_bench_arguments, engine_up
 from run import Sample, _first_line, find_bake_plan, machine, median, table_report
 
 # docs/benchmarks.md: the targets a run is checked against.
@@ -101,13 +101,7 @@ FROM mealkit AS final
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     """The command line of the benchmark."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=5, help="timed rounds of A and B, each a new night (default 5)")
-    parser.add_argument("--markdown", action="store_true", help="print the report as Markdown (docs/benchmarks.md)")
-    parser.add_argument("--bake-plan", help="the bake-plan console script (default: beside this Python, else PATH)")
-    parser.add_argument("--registry", default=os.environ.get("BAKE_PLAN_TEST_REGISTRY", "localhost:5555"),
-                        help="the test engine's registry (default localhost:5555)")
-    parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    parser = engine_bench_arguments(__doc__, 5, "timed rounds of A and B, each a new night")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
