@@ -280,7 +280,7 @@ def _skip_unchanged(settings: Settings, composition: Composition):
     from bake.plan import records
     from bake.run.build import newest_records, resolve_base_digests
     from bake.run.engine import create_manifest
-    from bake.run.publish import ask_all
+    from bake.run.publish import ask_all, per_repository
 
     if len(settings.platforms) != 1:
         raise UsageError("--skip-unchanged needs exactly one --platform: a nightly record is of one arch")
@@ -305,9 +305,7 @@ def _skip_unchanged(settings: Settings, composition: Composition):
                 print(f"bake-plan: would tag {tag} <- {source}")
             else:
                 moves[tag] = source
-    by_repository: dict = {}
-    for tag in moves:  # one repository's tags one after another (bake.run.publish.publish says why)
-        by_repository.setdefault(tag.rsplit(":", 1)[0], []).append(tag)
+    by_repository = per_repository(list(moves), lambda tag: tag)  # one repository's tags in turn
     ask_all(list(by_repository), lambda repo: [create_manifest(tag, [moves[tag]]) for tag in by_repository[repo]])
     records.drop_unchanged(plan, unchanged)
     composition.unchanged = dict(unchanged)

@@ -14,7 +14,7 @@ provenance and SBOM (``tests/test_provenance_engine.py``, buildx 0.29 and 0.13 a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Tuple, TypeVar
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from bake.errors import BakePlanError, RunError
 from bake.plan.compose import Composition
@@ -82,6 +82,18 @@ def ask_all(refs: List[str], question: Callable[[str], T]) -> List[T]:
         pool.shutdown(wait=False, cancel_futures=True)
 
 
+def per_repository(items: Sequence[T], tag_of: Callable[[T], str]) -> Dict[str, List[T]]:
+    """``items`` grouped by the repository of their tag (``tag_of(item)``, ``repo:tag``), in order:
+    the groups a manifest list is written by, one repository's one after another and repositories
+    side by side. distribution 2.8's filesystem storage (the stock ``registry:2``) rewrites a
+    repository's link files in place, so two lists of one digest written at once in one
+    repository (``latest`` and ``nightly-DATE``) can read each other's link empty and answer 500."""
+    out: Dict[str, List[T]] = {}
+    for item in items:
+        out.setdefault(tag_of(item).rsplit(":", 1)[0], []).append(item)
+    return out
+
+
 CREATES_AT_ONCE = 4
 """How many manifest lists :func:`publish` creates at once (each is a buildx run that resolves
 the sources and writes the list; mostly waiting on the registry, partly the process start)."""
@@ -136,14 +148,8 @@ def publish(wanted: List[Manifest], exists: Callable[[str], bool], create: Calla
             return str(err)
         return None
 
-    # One repository's lists one after another, repositories side by side: distribution 2.8's
-    # filesystem storage (the stock registry:2) rewrites a repository's link files in place, so
-    # two lists of one digest written at once in one repository (latest and nightly-DATE) can
-    # read each other's link empty and answer 500.
     futures = {id(m): Future() for m in wanted}
-    by_repository: Dict[str, List[Manifest]] = {}
-    for m in wanted:
-        by_repository.setdefault(m.tag.rsplit(":", 1)[0], []).append(m)
+    by_repository = per_repository(wanted, lambda m: m.tag)
 
     def make_all(manifests: List[Manifest]) -> None:
         for m in manifests:
