@@ -712,7 +712,15 @@ def test_a_lock_against_an_index_that_never_answers_stops_at_its_bound(lock_cli,
     server.bind(("127.0.0.1", 0))
     server.listen(16)
     held = []
-    threading.Thread(target=lambda: [held.append(server.accept()) for _ in range(16)], daemon=True).start()
+
+    def take() -> None:
+        try:
+            for _ in range(16):
+                held.append(server.accept())
+        except OSError:  # the socket closed at the test's end
+            pass
+
+    threading.Thread(target=take, daemon=True).start()
     site = tmp_path / "bound"
     site.mkdir()
     (site / "sitecustomize.py").write_text("import bake.pip.lock\nbake.pip.lock.UV_TIMEOUT_S = 3\n")

@@ -4,7 +4,9 @@ the test engine: each ``#> TEXT`` after a command is what the run prints, in tha
 import os
 import re
 import subprocess
+import sysconfig
 import venv
+from pathlib import Path
 
 import pytest
 from conftest import ROOT
@@ -39,14 +41,21 @@ def test_the_tour_says_what_each_step_prints():
 
 @pytest.mark.engine
 def test_the_readme_tour_runs_as_written(engine, tmp_path):
-    """In a fresh virtual environment that sees this bake-plan (its site-packages, and a
-    ``bake-plan`` script of its own): the tour's block, word for word, from the checkout's root,
-    ``mktemp -d`` under this test's directory."""
+    """In a fresh virtual environment that sees this bake-plan (the running interpreter's
+    site-packages, added by a ``.pth`` line, and a ``bake-plan`` script of its own), so pip in it
+    finds bake-plan installed as a user's venv has it: the tour's block, word for word, from the
+    checkout's root, ``mktemp -d`` under this test's directory. Not the base interpreter's
+    site-packages: on a fresh machine bake-plan is installed in the suite's venv alone."""
     if engine.registry != "localhost:5555":
         pytest.skip("the tour names the test engine's registry, localhost:5555")
     env_dir = tmp_path / "venv"
-    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
+    venv.EnvBuilder(system_site_packages=False, with_pip=False).create(env_dir)
     python = env_dir / "bin" / "python"
+    site_dir = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                              stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+    ours = dict.fromkeys(sysconfig.get_paths()[key] for key in ("purelib", "platlib"))
+    (Path(site_dir) / "the-suites-site.pth").write_text(
+        "".join(f"import site; site.addsitedir({path!r})\n" for path in ours))  # its .pth files too (editable)
     (env_dir / "bin" / "bake-plan").write_text(f"#!{python}\nimport sys\nfrom bake.cli import main\nsys.exit(main())\n")
     (env_dir / "bin" / "bake-plan").chmod(0o755)
     (env_dir / "bin" / "pip").write_text(f"#!/bin/sh\nexec {python} -m pip \"$@\"\n")

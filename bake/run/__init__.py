@@ -1,9 +1,9 @@
 """Running a written plan: the only code that talks to Docker.
 
-- :mod:`bake.run.engine`: the one module that reaches Docker: the engine probe (``docker info``)
-  and ``buildx bake`` through :mod:`subprocess`, so a build never imports python-on-whales;
-  image checks, builders and ``imagetools create`` through python-on-whales (imported inside its
-  functions, so planning never pays for it).
+- :mod:`bake.run.engine`: the one module that reaches Docker: the engine probe (``docker
+  version`` through :mod:`subprocess`, while the plan is made); ``buildx bake``, image checks,
+  builders and ``imagetools`` through python-on-whales (imported inside its functions, so planning
+  never pays for it).
 - :mod:`bake.run.progress`: the one reader of buildx's ``--progress=rawjson``: the console shown
   from it, and per target the steps (cached or run), failures and exported digests.
 - :mod:`bake.run.build`: a plan file -> buildx -> the sitrep.
