@@ -8,7 +8,7 @@ Every ``import`` and ``from … import`` in every module under ``bake/`` is read
 - the pure core (``bake/plan/``) reaches neither Docker, nor processes, nor any layer above it;
 - an import goes to the same layer or a lower one (``LAYERS``); ``bake.pip`` and ``bake.run``
   share a layer and neither imports the other;
-- only ``bake.run`` imports python-on-whales; only ``bake.pip`` and ``bake.run`` import subprocess;
+- only ``bake.run`` imports python-on-whales; only ``bake.pip``, ``bake.run`` and ``bake.processes`` import subprocess;
 - ``bake/__init__.py`` is the plugin authors' facade: nothing inside ``bake/`` imports it.
 
 The checker is plain functions over a directory, so ``test_checker_reports_…`` can run it on a
@@ -32,6 +32,7 @@ LAYERS: Tuple[Tuple[int, str], ...] = (
     (0, "bake.documents"),
     (0, "bake.owned"),
     (0, "bake.version"),
+    (0, "bake.processes"),
     (1, "bake"),  # the package itself only: a facade over bake.plan (and bake.version) for plugins
     (1, "bake.plan.*"),
     (2, "bake.pip.*"),
@@ -56,7 +57,7 @@ PLAN_FORBIDDEN = ("python_on_whales", "subprocess", "bake.run", "bake.pip", "bak
 
 ONLY_IN = {
     "python_on_whales": ("bake.run",),
-    "subprocess": ("bake.pip", "bake.run"),
+    "subprocess": ("bake.pip", "bake.run", "bake.processes"),
 }
 """External modules only some packages may import."""
 

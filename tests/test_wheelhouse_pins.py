@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import hermetic_pip_env, make_wheel
 
+from bake.processes import run_bounded
 from bake.errors import LockError, OutputError, UsageError
 from bake.pip.lock import LockSpec, Line, header
 from bake.pip.wheelhouse import default_tools_cache, fill, oci_layout, pip_reason
@@ -120,14 +121,14 @@ def _lock(locks: Path, spec: LockSpec, body: str) -> None:
 
 
 class Recording:
-    """The real ``subprocess.run``, each command line kept."""
+    """The real runner (:func:`bake.processes.run_bounded`), each command line kept."""
 
     def __init__(self):
         self.calls = []
 
     def __call__(self, argv, **kwargs):
         self.calls.append(list(argv))
-        return subprocess.run(argv, **kwargs)
+        return run_bounded(argv, **kwargs)
 
     def pip(self, command):
         return [argv for argv in self.calls if command in argv[3:6]]
@@ -428,7 +429,7 @@ def test_a_failed_download_keeps_what_the_other_downloads_brought(tmp_path, inde
         argv_of.append(argv)
         if "--no-deps" in argv and "manylinux2014_aarch64" in argv:
             return subprocess.CompletedProcess(argv, 1, "", "ERROR: No matching distribution found for alpha==1.0\n")
-        return subprocess.run(argv, **kwargs)
+        return run_bounded(argv, **kwargs)
 
     with pytest.raises(LockError) as caught:
         fill([spec], tmp_path / "wh", "3.11", locks_dir=locks, pip_args=["--no-index", "--find-links", str(index)],

@@ -65,6 +65,7 @@ from bake.plan.compose import Composition, declared_python
 from bake.plan.names import arch_of, target_name
 from bake.plan.stage import Stage
 from bake.plan.text import clipped
+from bake.processes import run_bounded
 
 CONTEXT_DIR = ".pip-lock"
 """Under the locks directory: ``<stage>/requirements[-<arch>].lock``, the ``pip-lock`` named
@@ -352,8 +353,7 @@ def _ask_interpreter(python: str) -> Tuple[str, Tuple[Tuple[str, str], ...]]:
     probe = (f"import sys; print({_PYTHON_SAYS!r} + '.'.join(map(str, sys.version_info[:3])))"  # as _own_version
              + _MARKERS_PROBE.replace("SAYS", repr(_MARKERS_SAY)))
     try:
-        proc = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=120,
-                              stdin=subprocess.DEVNULL)
+        proc = run_bounded([python, "-c", probe], 120)
     except OSError as err:
         hint = (f" (--python takes an interpreter, not a version: python{given}, or its path)"
                 if re.fullmatch(r"\d+(?:\.\d+)*", given) else "")
@@ -597,31 +597,18 @@ def _run_compile(spec: LockSpec, lines: Sequence[Line], pip_args: Sequence[str],
 
 
 def _bounded(argv: List[str], cwd: str, spec: LockSpec) -> subprocess.CompletedProcess:
-    """Run uv (``argv``) in ``cwd`` within :data:`UV_TIMEOUT_S`, in a process group of its own so
-    that a time-out or an interrupt stops the build backends it started too.
+    """Run uv (``argv``) in ``cwd`` within :data:`UV_TIMEOUT_S` (:func:`bake.processes.run_bounded`:
+    a time-out or an interrupt stops the build backends it started too).
 
     :raises UsageError: uv cannot be started. :raises LockError: it did not finish in time.
     """
-    import signal
-
     try:
-        proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        return run_bounded(argv, UV_TIMEOUT_S, cwd=cwd)
     except OSError as err:
         raise UsageError(f"cannot run {argv[0]}: {err.strerror or err}") from None
-    try:
-        out, err = proc.communicate(timeout=UV_TIMEOUT_S)
-    except BaseException as stop:  # the time-out, or an interrupt: uv's whole group goes
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.communicate()
-        if isinstance(stop, subprocess.TimeoutExpired):
-            raise LockError(f"uv pip compile did not finish in {UV_TIMEOUT_S:g} s, locking {spec.target!r}: "
-                            "an index that does not answer, or a source package whose build hangs") from None
-        raise
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+    except subprocess.TimeoutExpired:
+        raise LockError(f"uv pip compile did not finish in {UV_TIMEOUT_S:g} s, locking {spec.target!r}: "
+                        "an index that does not answer, or a source package whose build hangs") from None
 
 
 # uv's explanation of a failed resolution ("Because there is no version of lingvo==0.12.7 and
@@ -657,8 +644,7 @@ def _versions(project: str, pip_args: Sequence[str]) -> str:
     set to ``os.devnull`` loads no configuration file), or the versions would be another index's."""
     argv = [sys.executable, "-m", "pip", "index", "versions", reqs.project_name(project) or project, *pip_args]
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-                              env=without_pip_configuration(os.environ))
+        proc = run_bounded(argv, 120, env=without_pip_configuration(os.environ))
     except (OSError, subprocess.SubprocessError):
         return ""
     found = re.search(r"Available versions: (.+)", proc.stdout)

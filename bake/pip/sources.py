@@ -40,6 +40,7 @@ from bake.output import write_atomic
 from bake.plan.secrets import redact
 from bake.plan.stage import SOURCE_MODES, Source
 from bake.plan.text import control_fault, expansion_fault, git_fault
+from bake.processes import run_bounded
 from bake.resources import stages_dir
 
 MANIFEST_ENV = "BAKE_PLAN_SOURCES"
@@ -454,8 +455,7 @@ def checkout(src: Source, dest: str, patch_dir: Optional[str] = None, timeout: f
         import subprocess  # only lock and bump run git: a plan does not import it
 
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
-                                  stdin=subprocess.DEVNULL)
+            proc = run_bounded(cmd, timeout, env=env)
         except subprocess.TimeoutExpired:
             raise SourcesError(f"fetching {src.urlref} timed out after {timeout:.0f} s") from None
         if proc.returncode != 0:
@@ -524,8 +524,7 @@ def ls_remote(url: str, ref: str, timeout: float = 120) -> List[Tuple[str, str]]
     _check_git_args(url, (url, "url"), (ref, "ref"))
     try:
         # The peeled pattern too: a pattern "v1" does not match the "refs/tags/v1^{}" line.
-        proc = subprocess.run(["git", "ls-remote", "--", url, ref, ref + "^{}"], capture_output=True, text=True,
-                              timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+        proc = run_bounded(["git", "ls-remote", "--", url, ref, ref + "^{}"], timeout, env=env)
     except FileNotFoundError:
         raise SourcesError("git is not installed (bump runs `git ls-remote`)") from None
     except subprocess.TimeoutExpired:

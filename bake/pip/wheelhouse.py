@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from bake.errors import LockError, OutputError, UsageError
+from bake.processes import run_bounded
 from bake.owned import Record, file_sha256, kind_of, not_ours, own_directory
 from bake.resources import cache_dir
 from bake.pip.lock import LockSpec
@@ -104,6 +105,8 @@ def download_argv(python_version: str, platform: str, dest: Path, pip_args: Sequ
 
 
 Runner = Callable[..., subprocess.CompletedProcess]
+"""How pip is run: ``runner(argv, timeout=SECONDS)``, :func:`bake.processes.run_bounded`'s shape
+(output captured as text; :class:`subprocess.TimeoutExpired` at the bound)."""
 
 PIP_TIMEOUT = 3600
 """Seconds one pip run (a download, or the build of the sdists) may take."""
@@ -129,7 +132,7 @@ REASON_CHARS = 600
 
 def _run(argv: List[str], runner: Runner, what: str) -> subprocess.CompletedProcess:
     try:
-        return runner(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=PIP_TIMEOUT)
+        return runner(argv, timeout=PIP_TIMEOUT)
     except OSError as err:
         raise UsageError(f"{what}: cannot run {argv[0]}: {err.strerror or err}") from None
     except subprocess.TimeoutExpired:
@@ -232,7 +235,7 @@ class _Job:
 
 
 def fill(specs: Sequence[LockSpec], out: Path, python_version: Optional[str], locks_dir: Optional[Path] = None,
-         pip_args: Sequence[str] = (), python: str = sys.executable, runner: Runner = subprocess.run,
+         pip_args: Sequence[str] = (), python: str = sys.executable, runner: Runner = run_bounded,
          report: Callable[[str], None] = lambda msg: None, tools_cache: Optional[Path] = None) -> Dict[str, int]:
     """Download every wheel ``specs`` need into ``out`` (created), for ``python_version`` (default:
     the Python each chain's stage declares, else :data:`DEFAULT_PYTHON_VERSION`) and each spec's
@@ -461,7 +464,7 @@ def _pin_of(filename: str, lines: Sequence[str]) -> str:
     return filename
 
 
-def build_pip_version(python: str = sys.executable, runner: Runner = subprocess.run) -> Tuple[int, ...]:
+def build_pip_version(python: str = sys.executable, runner: Runner = run_bounded) -> Tuple[int, ...]:
     """The version of ``python -m pip`` (bake-plan's own environment's pip by default), as a tuple.
 
     :raises UsageError: it cannot be run or says no version.

@@ -25,6 +25,7 @@ from typing import Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
 from bake.errors import BakePlanError, RunError, UsageError
 from bake.plan.render import shell_word
+from bake.processes import run_bounded
 from bake.resources import cache_dir
 from bake.run.progress import ProgressReader, last_text_line
 
@@ -959,8 +960,7 @@ def require_buildx_plugin() -> None:
     is not a docker command`` (before). No docker CLI at all is left to the caller."""
     _running(["buildx", "version"])
     try:
-        proc = subprocess.run([DOCKER, "buildx", "version"], stdin=subprocess.DEVNULL, capture_output=True,
-                              text=True, timeout=60)
+        proc = run_bounded([DOCKER, "buildx", "version"], 60)
     except (OSError, subprocess.TimeoutExpired):
         return
     if proc.returncode and ("unknown command: docker buildx" in proc.stderr
@@ -977,8 +977,7 @@ def run_docker(argv: Sequence[str], timeout_s: float) -> Tuple[int, str, str]:
     """
     _running(argv)
     try:
-        proc = subprocess.run([DOCKER, *argv], stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              timeout=timeout_s)
+        proc = run_bounded([DOCKER, *argv], timeout_s)
     except FileNotFoundError:
         raise EngineError("no docker CLI on PATH: install docker and buildx") from None
     except subprocess.TimeoutExpired:
@@ -1254,8 +1253,7 @@ def _remove_container(name: str) -> None:
     container left running when its ``docker run`` was stopped (a timeout, an interrupt); one
     already gone is no error."""
     try:
-        subprocess.run([DOCKER, "container", "rm", "--force", name], stdin=subprocess.DEVNULL,
-                       capture_output=True, timeout=REMOVE_TIMEOUT_S)
+        run_bounded([DOCKER, "container", "rm", "--force", name], REMOVE_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired):
         pass
 

@@ -31,6 +31,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from bake.errors import LintError
 from bake.plan import dockerfile as dockerfiles
 from bake.plan.names import target_name
+from bake.processes import run_bounded
 
 LINT_TIMEOUT_S = 120.0
 """Seconds one hadolint run or one BuildKit check may take before lint stops with an error."""
@@ -171,8 +172,7 @@ def _context_named(line_text: str, rule: str, contexts: Sequence[str]) -> bool:
 def _hadolint(item: LintInput, path: str, executable: str) -> List[Finding]:
     argv = [executable, "--no-fail", "--no-color", "--format", "json", path]
     try:
-        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              timeout=LINT_TIMEOUT_S)
+        proc = run_bounded(argv, LINT_TIMEOUT_S)
         found = json.loads(proc.stdout or "[]")
     except subprocess.TimeoutExpired:
         raise LintError(f"hadolint on {item.path or 'the inline Dockerfile'} of stage {item.stage!r} "
