@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import stat
-from typing import Any, Union
+from typing import Any, List, Tuple, Union
 
 try:  # Python 3.11+
     import tomllib
@@ -130,18 +130,41 @@ def parse_toml(text: str) -> dict:
 
 
 def parse_json(text: str) -> Any:
-    """``text`` as JSON: any JSON value (the caller checks its shape).
+    """``text`` as JSON (RFC 8259): any JSON value (the caller checks its shape).
 
-    :raises DocumentError: not JSON, or nested deeper than :data:`MAX_DEPTH`.
+    Python's :mod:`json` takes two things RFC 8259 does not, and both are refused: an object that
+    names one key twice (RFC 8259 section 4: which value is meant is then up to the reader; Python
+    keeps the last, another tool the first), and ``NaN``, ``Infinity`` and ``-Infinity``.
+
+    :raises DocumentError: not JSON, a key twice in one object, a number that is not one, or nested
+        deeper than :data:`MAX_DEPTH`.
     """
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_one_value_per_key, parse_constant=_no_constant)
+    except DocumentError:
+        raise
     except ValueError as err:  # json.JSONDecodeError
         raise DocumentError(f"not JSON: {err}") from None
     except RecursionError:  # the json scanner recurses once per level of arrays and objects
         raise _too_deep(JSON_CONTAINERS) from None
     _check_depth(data, JSON_CONTAINERS)
     return data
+
+
+def _one_value_per_key(pairs: List[Tuple[str, Any]]) -> dict:
+    """An object's pairs as a ``dict``. :raises DocumentError: a key comes twice (its name cut)."""
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            shown = key if len(key) <= 60 else key[:60] + "…"
+            raise DocumentError(f"not JSON bake-plan reads: an object names {shown!r} twice")
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    """:raises DocumentError: ``NaN``, ``Infinity`` or ``-Infinity``, which are not JSON numbers."""
+    raise DocumentError(f"not JSON: {name} is not a JSON number")
 
 
 def read_toml(path: PathLike) -> dict:

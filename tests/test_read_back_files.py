@@ -87,6 +87,30 @@ def test_diff_refuses_deep_empty_or_partial_sides(cli, tmp_path, text, why):
     assert proc.stderr == f"bake-plan: error: --from {side}: {why}\n"
 
 
+@pytest.mark.parametrize("text, why", [
+    ('{"a": 1, "a": 2}', "not JSON bake-plan reads: an object names 'a' twice"),
+    ('[{"x": {"k": 1, "k": 1}}]', "not JSON bake-plan reads: an object names 'k' twice"),
+    ('{"duration_s": NaN}', "not JSON: NaN is not a JSON number"),
+    ('[-Infinity]', "not JSON: -Infinity is not a JSON number"),
+])
+def test_the_json_reader_refuses_a_key_twice_and_numbers_json_has_not(tmp_path, text, why):
+    """Python's json keeps the last of two values of a key, another reader the first: a file read
+    back must not mean two things."""
+    path = tmp_path / "doc.json"
+    path.write_text(text)
+    with pytest.raises(DocumentError) as err:
+        read_json(path)
+    assert str(err.value) == why
+
+
+def test_a_sitrep_that_names_a_target_twice_is_refused_in_one_line(cli, tmp_path):
+    sitrep = tmp_path / "sitrep.json"
+    sitrep.write_text('{"schema": 1, "targets": {"jax": {"status": "built"}, "jax": {"status": "failed"}}}')
+    proc = cli("publish", "--dry-run", "--target", "jax", "--sitrep", str(sitrep), cwd=tmp_path)
+    assert_one_line_error(proc)
+    assert "an object names 'jax' twice" in proc.stderr and str(sitrep) in proc.stderr, proc.stderr
+
+
 def test_diff_reads_a_record_and_refuses_a_device(cli, tmp_path):
     side = tmp_path / "side.json"
     side.write_text(json.dumps(RECORD))
