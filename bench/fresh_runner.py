@@ -101,6 +101,9 @@ class CountingProxy:
     def __exit__(self, *exc) -> None:
         async def close() -> None:
             self.server.close()
+            for task in list(self.tasks):  # connections the engine left open (keep-alive) end here
+                task.cancel()
+            await asyncio.gather(*self.tasks, return_exceptions=True)
             await self.server.wait_closed()
 
         asyncio.run_coroutine_threadsafe(close(), self.loop).result(30)

@@ -48,7 +48,7 @@ _DIGESTS = (
     re.compile(r"exporting manifest list (sha256:[0-9a-f]{64})"),
     re.compile(r"exporting manifest (sha256:[0-9a-f]{64})"),
 )
-_STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)?$")
+_STAMP = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)?$")
 _TARGET_ERROR = re.compile(r"ERROR: target ([A-Za-z0-9_.-]+):")
 # buildx's own vertices around the builds: reading the bake files, and after them the metadata
 # file, which a bake of several targets labels with each target ("[a] resolving provenance …").
@@ -816,10 +816,13 @@ def _seconds(stamp: Optional[str]) -> Optional[float]:
     match = _STAMP.match(stamp or "")
     if not match or stamp.startswith("0001-"):
         return None
-    zone = match.group(3) or "Z"
-    when = datetime.strptime(match.group(1), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
+    zone = match.group(8) or "Z"
+    try:  # the fields by hand: strptime's first call compiles its locale's patterns (tens of ms)
+        when = datetime(*map(int, match.group(1, 2, 3, 4, 5, 6)), tzinfo=timezone.utc)
+    except ValueError:  # a month 13, a second 61: no time
+        return None
     offset = 0 if zone == "Z" else (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60) * (1 if zone[0] == "+" else -1)
-    return when.timestamp() - offset + float("0" + (match.group(2) or ""))
+    return when.timestamp() - offset + float("0" + (match.group(7) or ""))
 
 
 def _size(n: int) -> str:
