@@ -52,12 +52,12 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from bake.errors import LockError, OutputError, UsageError
-from bake.processes import run_bounded
 from bake.owned import Record, file_sha256, kind_of, not_ours, own_directory
 from bake.resources import cache_dir
 from bake.pip.lock import LockSpec
 from bake.plan.names import arch_of
 from bake.plan.text import clipped, counted
+from bake.processes import run_bounded
 
 TOOLS = ("pip>=22.2,<25.3", "pip-tools==7.4.1")
 """What the built-in ``base`` Dockerfile installs from the wheelhouse into ``/opt/pip-tools``."""
