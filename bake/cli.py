@@ -714,13 +714,19 @@ def _no_collection_at_exit() -> None:
 def _terminate_like_ctrl_c() -> None:
     """SIGTERM (a CI job cancelled, `timeout`) and SIGHUP (the terminal closed) stop bake-plan the
     way Ctrl-C does: a build in progress is cancelled and its sitrep written (see
-    :func:`bake.run.engine.bake`)."""
+    :func:`bake.run.engine.bake`). Each of the three first kills every short program still
+    running (:func:`bake.processes.stop_all`: uv, pip, git, hadolint, in any thread), so a lock or
+    a wheelhouse working per platform stops at once instead of at its programs' time bounds."""
     import signal
 
+    from bake.processes import stop_all
+
     def handler(signum, frame):
+        stop_all()
         raise KeyboardInterrupt
 
     try:
+        signal.signal(signal.SIGINT, handler)
         signal.signal(signal.SIGTERM, handler)
         signal.signal(signal.SIGHUP, handler)
     except ValueError:  # not the main thread (bake-plan used as a library)

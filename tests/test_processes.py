@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bake import processes
 from bake.processes import run_bounded
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,3 +101,82 @@ def test_no_module_runs_a_program_but_through_the_runner_or_the_engines_streams(
         if "Popen(" in text and rel not in ("bake/processes.py", "bake/run/engine.py"):
             found.append(f"{rel}: Popen")
     assert not found, found
+
+
+def test_output_that_is_not_utf8_is_replaced_not_raised():
+    proc = run_bounded([sys.executable, "-c", "import sys; sys.stdout.buffer.write(b'caf\\xe9'); "
+                                              "sys.stderr.buffer.write(b'\\xff denied')"], 30)
+    assert (proc.stdout, proc.stderr) == ("caf\ufffd", "\ufffd denied")
+    raw = run_bounded([sys.executable, "-c", "import sys; sys.stdout.buffer.write(b'\\xff')"], 30, text=False)
+    assert raw.stdout == b"\xff"
+
+
+def test_each_stream_keeps_its_first_bytes_up_to_the_bound_and_the_program_is_not_blocked(monkeypatch):
+    monkeypatch.setattr(processes, "OUTPUT_BYTES", 1000)
+    # 10 MB on each stream: far more than a pipe holds, so a reader that stopped reading would block it
+    proc = run_bounded([sys.executable, "-c", "import sys\nfor _ in range(1000):\n"
+                                              "    sys.stdout.write('o' * 10000); sys.stderr.write('e' * 10000)\n"], 60)
+    assert proc.returncode == 0
+    assert (proc.stdout, proc.stderr) == ("o" * 1000, "e" * 1000)
+
+
+def test_a_child_left_holding_the_pipes_after_the_program_ends_is_killed_at_the_bound(tmp_path):
+    said = tmp_path / "pid"
+    program = ("import subprocess, sys\n"
+               "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\n"
+               f"open({str(said)!r}, 'w').write(str(child.pid))\n"
+               "print('done')\n")  # the program ends; its child keeps stdout open
+    started = time.monotonic()
+    proc = run_bounded([sys.executable, "-c", program], 3)
+    assert time.monotonic() - started < 15
+    assert proc.returncode == 0 and proc.stdout == "done\n"
+    assert not _alive(_pid_from(said))
+
+
+# Two worker threads wait on programs that each started a child; the CLI's signal handler is
+# installed; the test sends SIGINT once both children are up.
+INTERRUPTED_POOL = """
+import subprocess, sys, time
+from concurrent.futures import ThreadPoolExecutor
+from bake.cli import _terminate_like_ctrl_c
+from bake.processes import run_bounded
+
+_terminate_like_ctrl_c()
+PROGRAM = (
+    "import subprocess, sys, time\\n"
+    "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\\n"
+    "print(child.pid, flush=True)\\n"
+    "open(sys.argv[1], 'a').write(str(child.pid) + '\\\\n')\\n"
+    "time.sleep(300)\\n")
+try:
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for _ in pool.map(lambda i: run_bounded([sys.executable, '-c', PROGRAM, sys.argv[1]], 120), range(3)):
+            pass
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    sys.exit(130)
+"""
+
+
+def test_an_interrupt_kills_the_programs_of_every_thread_and_starts_no_more(tmp_path):
+    """The CLI's SIGINT handler (``bake.processes.stop_all``): two threads' programs and their
+    children go at once, the third job never starts, and the process ends with the interrupt, not
+    at the programs' 120 s bound."""
+    said = tmp_path / "pids"
+    script = tmp_path / "pool.py"
+    script.write_text(INTERRUPTED_POOL)
+    proc = subprocess.Popen([sys.executable, str(script), str(said)], stdout=subprocess.PIPE, text=True)
+    for _ in range(400):
+        if said.exists() and len(said.read_text().split()) >= 2:
+            break
+        time.sleep(0.05)
+    children = [int(pid) for pid in said.read_text().split()]
+    assert len(children) == 2
+    started = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert time.monotonic() - started < 20, "the interrupt waited for the programs' bound"
+    assert proc.returncode == 130 and out.strip().endswith("interrupted")
+    assert not any(_alive(pid) for pid in children)
+    time.sleep(0.5)
+    assert len(said.read_text().split()) == 2, "a program started after the interrupt"

@@ -1253,7 +1253,7 @@ def _remove_container(name: str) -> None:
     container left running when its ``docker run`` was stopped (a timeout, an interrupt); one
     already gone is no error."""
     try:
-        run_bounded([DOCKER, "container", "rm", "--force", name], REMOVE_TIMEOUT_S)
+        run_bounded([DOCKER, "container", "rm", "--force", name], REMOVE_TIMEOUT_S, cleanup=True)
     except (OSError, subprocess.TimeoutExpired):
         pass
 
