@@ -15,6 +15,7 @@ its own :class:`bake.errors.BakePlanError`.
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 from typing import Any, List, Tuple, Union
@@ -132,15 +133,17 @@ def parse_toml(text: str) -> dict:
 def parse_json(text: str) -> Any:
     """``text`` as JSON (RFC 8259): any JSON value (the caller checks its shape).
 
-    Python's :mod:`json` takes two things RFC 8259 does not, and both are refused: an object that
-    names one key twice (RFC 8259 section 4: which value is meant is then up to the reader; Python
-    keeps the last, another tool the first), and ``NaN``, ``Infinity`` and ``-Infinity``.
+    Python's :mod:`json` takes things RFC 8259 does not, or reads them as something else, and
+    each is refused: an object that names one key twice (RFC 8259 section 4: which value is meant
+    is then up to the reader; Python keeps the last, another tool the first); ``NaN``,
+    ``Infinity`` and ``-Infinity``; a number out of a float's range (``1e999``, read as infinity).
 
-    :raises DocumentError: not JSON, a key twice in one object, a number that is not one, or nested
-        deeper than :data:`MAX_DEPTH`.
+    :raises DocumentError: not JSON, a key twice in one object, a number that is not one or is
+        out of range, or nested deeper than :data:`MAX_DEPTH`.
     """
     try:
-        data = json.loads(text, object_pairs_hook=_one_value_per_key, parse_constant=_no_constant)
+        data = json.loads(text, object_pairs_hook=_one_value_per_key, parse_constant=_no_constant,
+                          parse_float=_finite)
     except DocumentError:
         raise
     except ValueError as err:  # json.JSONDecodeError
@@ -160,6 +163,16 @@ def _one_value_per_key(pairs: List[Tuple[str, Any]]) -> dict:
             raise DocumentError(f"not JSON bake-plan reads: an object names {shown!r} twice")
         out[key] = value
     return out
+
+
+def _finite(text: str) -> float:
+    """A JSON number with a fraction or an exponent as a float. :raises DocumentError: it is out of
+    a float's range (``1e999``: Python would read it as infinity, which JSON has not)."""
+    value = float(text)
+    if math.isinf(value):
+        shown = text if len(text) <= 40 else text[:40] + "…"
+        raise DocumentError(f"not JSON bake-plan reads: the number {shown} is out of range")
+    return value
 
 
 def _no_constant(name: str) -> Any:

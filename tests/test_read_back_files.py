@@ -92,6 +92,8 @@ def test_diff_refuses_deep_empty_or_partial_sides(cli, tmp_path, text, why):
     ('[{"x": {"k": 1, "k": 1}}]', "not JSON bake-plan reads: an object names 'k' twice"),
     ('{"duration_s": NaN}', "not JSON: NaN is not a JSON number"),
     ('[-Infinity]', "not JSON: -Infinity is not a JSON number"),
+    ('{"size_bytes": 1e999}', "not JSON bake-plan reads: the number 1e999 is out of range"),
+    ('[-2.5E+400]', "not JSON bake-plan reads: the number -2.5E+400 is out of range"),
 ])
 def test_the_json_reader_refuses_a_key_twice_and_numbers_json_has_not(tmp_path, text, why):
     """Python's json keeps the last of two values of a key, another reader the first: a file read
@@ -151,3 +153,29 @@ def test_a_fifo_named_sitrep_json_in_a_directory_is_refused_not_passed_over(cli,
     proc = cli("publish", "--target", "jax", "--dry-run", "--sitrep", "reports", cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr == "bake-plan: error: --sitrep reports: reports/amd64/sitrep.json: is not a regular file (a FIFO)\n"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_sources_manifest_that_is_no_regular_file_is_named_so(cli, tmp_path, kind):
+    """``--sources`` goes through the same check as every path bake-plan reads: a FIFO or a
+    device is "not a regular file", not "no such file"."""
+    work = tmp_path / "work"
+    work.mkdir()
+    if kind == "fifo":
+        path = tmp_path / "fifo"
+        os.mkfifo(path)
+        why = "is not a regular file (a FIFO)"
+    else:
+        path, why = "/dev/zero", NOT_REGULAR
+    proc = cli("plan", "--target", "jax", "--sources", str(path), "-o", "plan.hcl", cwd=work)
+    assert_one_line_error(proc, cwd=work)
+    assert f"--sources {path}: {why}" in proc.stderr, proc.stderr
+
+
+def test_a_large_sitrep_is_refused_as_every_large_file_is(cli, tmp_path):
+    big = tmp_path / "sitrep.json"
+    with open(big, "wb") as handle:  # sparse: no 64 MiB written
+        handle.truncate(MAX_BYTES + 1)
+    proc = cli("publish", "--dry-run", "--target", "jax", "--sitrep", str(big), cwd=tmp_path)
+    assert_one_line_error(proc)
+    assert proc.stderr == f"bake-plan: error: --sitrep {big}: larger than 64 MiB: not a file bake-plan reads\n"

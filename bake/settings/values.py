@@ -14,10 +14,11 @@ import datetime
 import math
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
-from bake.documents import DocumentError, read_json
+from bake.documents import DocumentError, not_regular, read_json
 from bake.errors import ConfigError, UsageError, did_you_mean
 from bake.plan.names import (
     check_digest,
@@ -557,9 +558,17 @@ def _not_a_wheel(path: str) -> Optional[str]:
 
 
 def existing_file(value: str, where: str, what: str) -> Path:
-    """A path that must name a file now (``--sources``, ``--parent-report``)."""
-    if not os.path.isfile(value):
-        why = "is a directory" if os.path.isdir(value) else "no such file"
+    """A path that must name a regular file now (``--sources``, ``--parent-report``).
+
+    :raises UsageError: ``no such file``, ``is a directory``, or ``is not a regular file (a FIFO)``
+        (a device, a socket), naming ``where``, the path and ``what``.
+    """
+    try:
+        mode = os.stat(value).st_mode
+    except OSError:
+        raise UsageError(f"{where} {value}: no such file ({what})") from None
+    if not stat.S_ISREG(mode):
+        why = "is a directory" if stat.S_ISDIR(mode) else str(not_regular(mode))
         raise UsageError(f"{where} {value}: {why} ({what})")
     return Path(value)
 
