@@ -130,8 +130,19 @@ def _tags_string(directory):
     return path
 
 
+def _value(directory, body):
+    path = directory / "m.json"
+    path.write_text(json.dumps({"target": {"docker-metadata-action": body}}))
+    return path
+
+
 @pytest.mark.parametrize("make, args, needles", [
     (lambda p: p / "missing.json", [], ["--metadata-bake-file", "missing.json", "No such file"]),
+    # buildx reads the file itself: a value bake-plan does not use is checked as the plan's are
+    (lambda p: _value(p, {"args": {"DOCKER_META_VERSION": "a\x00b"}}), [],
+     ["target 'docker-metadata-action', args['DOCKER_META_VERSION']: holds a NUL"]),
+    (lambda p: _value(p, {"annotations": ["index:org.opencontainers.image.title=e\u0301"]}), [],
+     ["annotations[0]: not in Unicode NFC"]),
     (_bad_json, [], ["not JSON"]),
     (_two_targets, [], ["expected one target"]),
     (_tags_string, [], ["tags must be a list of strings"]),
