@@ -78,6 +78,8 @@ def _deep_record(levels: int) -> str:
      "not a bake-plan plan or nightly record (item 1: a record without 'arch')"),
     ('{"target": {"jax": 1}}', "not a bake-plan plan or nightly record "
                                "(a plan's 'target' block holding a target that is not a table)"),
+    (json.dumps([RECORD, {**RECORD, "pins": {"numpy": "1.0"}}]),
+     "not a bake-plan plan or nightly record (items 0 and 1 are both the record of target 'jax' on 'amd64')"),
 ])
 def test_diff_refuses_deep_empty_or_partial_sides(cli, tmp_path, text, why):
     side = tmp_path / "side.json"

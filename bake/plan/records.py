@@ -345,6 +345,12 @@ def parse_records(text: str, where: str) -> List[dict]:
         fault = record_fault(item)
         if fault:
             raise UsageError(f"{where}: {at}an unreadable record: {fault}")
+    seen: Dict[Tuple[str, str], int] = {}
+    for n, item in enumerate(items):  # two records of one image: which one the side means is not known
+        first = seen.setdefault((item["target"], item["arch"]), n)
+        if first != n:
+            raise _not_records(where, f"items {first} and {n} are both the record of target {item['target']!r} "
+                                      f"on {item['arch']!r}")
     return list(items)
 
 
