@@ -719,10 +719,16 @@ def _terminate_like_ctrl_c() -> None:
     a wheelhouse working per platform stops at once instead of at its programs' time bounds."""
     import signal
 
-    from bake.processes import stop_all
+    # bake.processes only if a command already imported it: planning runs no program and does not
+    # import subprocess (tests/test_entry_points.py)
+    processes = sys.modules.get("bake.processes")
+    if processes is not None:
+        processes.resume()  # a command run again in this process (a library user, a test)
 
     def handler(signum, frame):
-        stop_all()
+        running = sys.modules.get("bake.processes")
+        if running is not None:
+            running.stop_all()
         raise KeyboardInterrupt
 
     try:

@@ -112,6 +112,12 @@ def stop_all() -> None:
         _kill(proc)
 
 
+def resume() -> None:
+    """Let programs start again after :func:`stop_all`: what a new command run in the same process
+    does first (the CLI's ``main``, called again by a library user or a test)."""
+    _stopping.clear()
+
+
 def _kill(proc: subprocess.Popen) -> None:
     """SIGKILL to ``proc``'s process group (gone already: nothing to do)."""
     try:

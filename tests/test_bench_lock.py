@@ -41,8 +41,8 @@ def test_lock_bench_runs_once_on_the_tiny_family(tmp_path, python, shown):
         assert float(row.group(7)) == pytest.approx(a / u, abs=0.01 + (a / u) * (0.5 / u + 0.5 / a))
         assert float(row.group(8)) == pytest.approx((a - f) / u, abs=0.01 + (1 + abs(a - f) / u) / u)
     for cache in ("warm", "cold"):
-        assert re.search(rf"^- (met|\*\*missed\*\*): lock \({python} Python\), {cache} cache: bake-plan ≤ 1\.1 × uv "
-                         rf"\({NUMBER} vs {NUMBER} ms, {NUMBER}\)$", out, re.M), out
+        # the whole process against uv alone is in the table, not checked (docs/benchmarks.md, "Targets")
+        assert not re.search(rf"^- .*{cache} cache: bake-plan ≤ 1\.1 × uv", out, re.M), out
         assert re.search(rf"^- (met|\*\*missed\*\*): lock \({python} Python\), {cache} cache: the lock's own work "
                          rf"≤ 1\.1 × uv \(A − F = {NUMBER} − {NUMBER} = -?{NUMBER} ms vs {NUMBER} ms, -?{NUMBER}\)$",
                          out, re.M), out

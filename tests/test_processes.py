@@ -69,6 +69,16 @@ def test_at_the_bound_the_program_and_the_child_it_started_are_killed(tmp_path):
     assert not _alive(child), "the program's child outlived the bound"
 
 
+@pytest.fixture(autouse=True)
+def _default_interrupt():
+    """The interpreter's own SIGINT handler while each test runs (a test that ran ``bake.cli.main``
+    in this process left the CLI's), and programs allowed to start again after it."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+    processes.resume()
+
+
 def test_an_interrupt_kills_the_group_and_is_raised(tmp_path):
     said = tmp_path / "pid"
     program = PARENT_AND_CHILD.replace("print(child.pid, flush=True)", f"open({str(said)!r}, 'w').write(str(child.pid))")
@@ -180,3 +190,11 @@ def test_an_interrupt_kills_the_programs_of_every_thread_and_starts_no_more(tmp_
     assert not any(_alive(pid) for pid in children)
     time.sleep(0.5)
     assert len(said.read_text().split()) == 2, "a program started after the interrupt"
+
+
+def test_after_stop_all_no_program_starts_until_a_command_resumes():
+    processes.stop_all()
+    with pytest.raises(KeyboardInterrupt):
+        run_bounded([sys.executable, "-c", "pass"], 30)
+    processes.resume()
+    assert run_bounded([sys.executable, "-c", "print(1)"], 30).stdout == "1\n"

@@ -40,7 +40,6 @@ from bake.output import write_atomic
 from bake.plan.secrets import redact
 from bake.plan.stage import SOURCE_MODES, Source
 from bake.plan.text import control_fault, expansion_fault, git_fault
-from bake.processes import run_bounded
 from bake.resources import stages_dir
 
 MANIFEST_ENV = "BAKE_PLAN_SOURCES"
@@ -454,6 +453,8 @@ def checkout(src: Source, dest: str, patch_dir: Optional[str] = None, timeout: f
             env["BAKE_PATCH_DIR"] = patch_dir
         import subprocess  # only lock and bump run git: a plan does not import it
 
+        from bake.processes import run_bounded
+
         try:
             proc = run_bounded(cmd, timeout, env=env)
         except subprocess.TimeoutExpired:
@@ -520,6 +521,8 @@ def ls_remote(url: str, ref: str, timeout: float = 120) -> List[Tuple[str, str]]
     env = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_ASKPASS="true", SSH_ASKPASS="true")
     env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
     import subprocess
+
+    from bake.processes import run_bounded
 
     _check_git_args(url, (url, "url"), (ref, "ref"))
     try:
