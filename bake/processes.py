@@ -49,8 +49,9 @@ _live: Set[subprocess.Popen] = set()
 """The programs :func:`run_bounded` is waiting for, in any thread (a set's add, discard and copy
 are each one step under the interpreter's lock, so the signal handler needs no lock of its own)."""
 
-_stopping = threading.Event()
-"""Set by :func:`stop_all`: bake-plan is stopping, and no new program starts."""
+_stopping = [False]
+"""``[True]`` once :func:`stop_all` ran: bake-plan is stopping, and no new program starts (a list
+item, not a :class:`threading.Event`, whose ``set`` takes a lock a second signal could wait on)."""
 
 
 def run_bounded(argv: Sequence[str], timeout: float, *, cwd: Optional[Union[str, os.PathLike]] = None,
@@ -72,7 +73,7 @@ def run_bounded(argv: Sequence[str], timeout: float, *, cwd: Optional[Union[str,
     :raises KeyboardInterrupt: bake-plan is stopping (:func:`stop_all`): raised before the program
         starts, or after it is killed and reaped.
     """
-    if _stopping.is_set() and not cleanup:
+    if _stopping[0] and not cleanup:
         raise KeyboardInterrupt
     pipe = subprocess.PIPE if capture_output else None
     proc = subprocess.Popen(list(argv), cwd=cwd, env=None if env is None else dict(env), stdin=stdin,
@@ -97,7 +98,7 @@ def run_bounded(argv: Sequence[str], timeout: float, *, cwd: Optional[Union[str,
         raise
     finally:
         _live.discard(proc)
-    if _stopping.is_set() and not cleanup:  # killed by stop_all from another thread: not a result
+    if _stopping[0] and not cleanup:  # killed by stop_all from another thread: not a result
         raise KeyboardInterrupt
     out, err = (reader.result(text) for reader in outputs)
     return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
@@ -107,7 +108,7 @@ def stop_all() -> None:
     """Kill the process group of every program :func:`run_bounded` is waiting for, in any thread,
     and let no new one start: what the CLI's interrupt handler calls before it raises
     :class:`KeyboardInterrupt`. Safe to call from a signal handler (no lock is taken)."""
-    _stopping.set()
+    _stopping[0] = True
     for proc in list(_live):
         _kill(proc)
 
@@ -115,7 +116,7 @@ def stop_all() -> None:
 def resume() -> None:
     """Let programs start again after :func:`stop_all`: what a new command run in the same process
     does first (the CLI's ``main``, called again by a library user or a test)."""
-    _stopping.clear()
+    _stopping[0] = False
 
 
 def _kill(proc: subprocess.Popen) -> None:
