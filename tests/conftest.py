@@ -61,6 +61,17 @@ def builtin_entry_point_names() -> frozenset:
 
 
 @pytest.fixture(autouse=True)
+def programs_start_again():
+    """A test that stops bake-plan in this process (a SIGINT or SIGTERM reaching the CLI's
+    handler, which ``bake.cli.main`` installs here) leaves ``bake.processes`` stopping; the next
+    test, or a session fixture's teardown, is a new command and may run programs again."""
+    yield
+    processes = sys.modules.get("bake.processes")
+    if processes is not None:
+        processes.resume()
+
+
+@pytest.fixture(autouse=True)
 def only_builtin_plugins(monkeypatch, builtin_entry_point_names):
     """In this process, plugin managers built from entry points (``make_plan(options)``,
     ``get_plugin_manager()``) find only bake-plan's own."""
