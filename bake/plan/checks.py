@@ -207,6 +207,15 @@ def check_text(text: str) -> Optional[str]:
     return None
 
 
+def string_fault(text: str) -> Optional[str]:
+    """Why no bake file can carry ``text`` as it is (a NUL, which no build arg, label, path or
+    file can hold; else :func:`check_text`), or ``None``: the check of every string a plan, or a
+    bake file buildx reads beside it, holds."""
+    if NUL in text:
+        return f"holds {describe(NUL)}, which nothing a build reads can carry"
+    return check_text(text)
+
+
 def check_context(value: str) -> Optional[str]:
     """Why a ``context`` or named-context value would be misread, or ``None``: it must be an
     absolute directory or something buildx resolves itself (``target:``, ``docker-image://``,
@@ -246,12 +255,7 @@ def _check_target(stage: Stage, name: str, target: dict, culprit: Culprit, not_s
     else:
         strings = list(walk_strings(target))
     for path, text in strings:
-        if NUL in text:  # no build arg, label, path or file can carry one
-            attr, key = _path_parts(path)
-            raise StageError(f"{where(attr, key)}, {path}: holds {describe(NUL)}, which nothing a build reads can carry")
-        if text.isascii():  # ASCII is valid UTF-8 and already NFC
-            continue
-        why = check_text(text)
+        why = string_fault(text)
         if why:
             attr, key = _path_parts(path)
             raise StageError(f"{where(attr, key)}, {path}: {why}")

@@ -28,10 +28,9 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from bake.documents import DocumentError, read_json
 from bake.errors import UsageError, did_you_mean
-from bake.plan.checks import check_text
+from bake.plan.checks import string_fault
 from bake.plan.compose import CACHE_ONLY
 from bake.plan.secrets import walk_strings
-from bake.plan.text import NUL, describe
 
 DEFAULT_TARGET = "docker-metadata-action"
 
@@ -78,7 +77,7 @@ def read_bake_files(paths: Sequence[str]) -> MetadataFiles:
         if not isinstance(body, dict):
             raise UsageError(f"{where}: target '{name}' is not an object")
         for path_, text in walk_strings(body):  # buildx reads this file itself: every value, not only tags and labels
-            why = f"holds {describe(NUL)}, which nothing a build reads can carry" if NUL in text else check_text(text)
+            why = string_fault(text)
             if why:
                 raise UsageError(f"{where}: target '{name}', {path_}: {why}")
         file_tags = body.get("tags") or []  # metadata-action writes null when no tag applies
