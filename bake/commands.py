@@ -360,15 +360,17 @@ def publish(settings: Settings) -> int:
         if as_json:
             digests[tag] = registry.digest(tag)
 
+    # one buildx run asks for many images at once; the JSON report names each one's digest, asked one by one
+    all_exist = None if as_json else registry.all_exist
     if settings.dry_run:  # check, list with the command that would make each, create nothing
-        missing = missing_sources(wanted, exists)
+        missing = missing_sources(wanted, exists, all_exist)
         for manifest in ([] if missing else wanted):
             print(f"would publish {manifest.tag} <- "
                   f"{', '.join(s.rsplit(':', 1)[-1] for s in manifest.sources)}", file=lines)
             print(f"  {engine.command_line(engine.imagetools_create_command(manifest.tag, manifest.sources))}",
                   file=lines, flush=True)
     else:
-        missing = publish_all(wanted, exists, create, on_created=report)
+        missing = publish_all(wanted, exists, create, on_created=report, all_exist=all_exist)
     if as_json:
         write_atomic("-", json.dumps(publish_report(wanted, digests, missing, settings.dry_run, retries.count),
                                      indent=2) + "\n", what="the publish report")
@@ -430,6 +432,8 @@ def _registry_calls(settings: Settings, retries, stream: TextIO):
             note=note),
         annotations=lambda ref: retrying(lambda: engine.index_annotations(ref), f"imagetools inspect --raw {ref}",
                                          retries, note=note),
+        all_exist=lambda refs: retrying(lambda: engine.all_resolve(refs), f"imagetools create --dry-run {refs[0]} …",
+                                        retries, note=note),
     )
 
 

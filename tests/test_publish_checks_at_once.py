@@ -10,7 +10,8 @@ import time
 import pytest
 
 from bake.errors import RunError
-from bake.run.publish import CHECKS_AT_ONCE, CREATES_AT_ONCE, Manifest, PublishIncomplete, missing_sources, publish
+from bake.run.publish import (CHECKS_AT_ONCE, CREATES_AT_ONCE, REFS_PER_CHECK, Manifest, PublishIncomplete,
+                              missing_sources, publish)
 
 
 def _wanted(count: int):
@@ -129,4 +130,38 @@ def test_nothing_is_created_when_a_source_is_missing():
     made = []
     assert publish(_wanted(3), lambda ref: ref != "r/img:t2-arm64", lambda tag, s: made.append(tag)) == \
         ["r/img:t2-arm64"]
+    assert made == []
+
+
+def test_one_question_for_many_images_leaves_the_one_by_one_checks_unasked():
+    asked, lists = [], []
+    wanted = _wanted(40)  # 80 per-arch images: two lists of at most REFS_PER_CHECK
+    refs = [source for m in wanted for source in m.sources]
+    assert missing_sources(wanted, lambda ref: asked.append(ref) or True,
+                           all_exist=lambda part: lists.append(part) or True) == []
+    assert asked == []
+    assert sorted(map(tuple, lists)) == sorted([tuple(refs[:REFS_PER_CHECK]), tuple(refs[REFS_PER_CHECK:])])
+
+
+def test_only_a_list_not_all_there_is_asked_image_by_image():
+    wanted = _wanted(40)
+    refs = [source for m in wanted for source in m.sources]
+    gone = refs[REFS_PER_CHECK + 3]
+    asked = []
+
+    def exists(ref: str) -> bool:
+        asked.append(ref)
+        return ref != gone
+
+    assert missing_sources(wanted, exists, all_exist=lambda part: gone not in part) == [gone]
+    assert sorted(asked) == sorted(refs[REFS_PER_CHECK:])
+
+
+def test_a_refused_list_question_is_raised_and_nothing_is_created():
+    def all_exist(part) -> bool:
+        raise RunError("cannot check r/img:t0-amd64 and 5 more: the registry r did not answer within 1 s")
+
+    made = []
+    with pytest.raises(RunError, match="did not answer"):
+        publish(_wanted(3), lambda ref: True, lambda tag, s: made.append(tag), all_exist=all_exist)
     assert made == []

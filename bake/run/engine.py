@@ -193,6 +193,13 @@ def imagetools_create_command(tag: str, sources: Sequence[str], annotations: Seq
             *sources]
 
 
+def imagetools_resolve_command(refs: Sequence[str]) -> List[str]:
+    """The arguments after ``docker`` of the check :func:`all_resolve` runs: ``docker buildx
+    imagetools create --dry-run REFS…``, which resolves every ref in the registry (side by side)
+    and prints the manifest list it would make, pushing nothing."""
+    return ["buildx", "imagetools", "create", "--dry-run", *refs]
+
+
 def imagetools_inspect_command(ref: str) -> List[str]:
     """The arguments after ``docker`` of the check :func:`image_digest` runs (the descriptor of
     ``ref``'s manifest or manifest list, as JSON)."""
@@ -1041,6 +1048,33 @@ def image_digest(ref: str, timeout_s: float = REGISTRY_TIMEOUT_S) -> Optional[st
         return json.loads(out)["digest"]
     except (ValueError, KeyError, TypeError):
         raise RegistryError(f"cannot check {ref}: imagetools inspect gave no digest") from None
+
+
+def all_resolve(refs: Sequence[str], timeout_s: float = REGISTRY_TIMEOUT_S) -> bool:
+    """True when every one of ``refs`` resolves in its registry, asked in one buildx run
+    (:func:`imagetools_resolve_command`) instead of one :func:`image_digest` run per ref: each
+    run costs a process start (about 0.1 CPU-s) that ``publish``'s 32 checks paid 32 times.
+    ``False`` when buildx refused any of them (not found, or any other answer): which one and why
+    is for :func:`image_digest` to say, ref by ref.
+
+    :param timeout_s: how long the registry may take to answer, in seconds.
+    :raises RegistryError: the registry did not answer within ``timeout_s``.
+    :raises EngineError: the docker CLI or its buildx plugin is missing.
+    """
+    from python_on_whales import DockerException
+    from python_on_whales.client_config import ClientNotFoundError
+    from python_on_whales.utils import run
+
+    if not refs:
+        return True
+    try:
+        run(_buildx_words(timeout_s, imagetools_resolve_command(refs)))
+    except DockerException as err:
+        _raise_if_unanswered(err, f"cannot check {refs[0]} and {len(refs) - 1} more", refs[0], timeout_s)
+        return False
+    except (FileNotFoundError, ClientNotFoundError) as err:
+        raise EngineError(f"the docker CLI was not found: {err}") from None
+    return True
 
 
 def index_annotations(ref: str, timeout_s: float = REGISTRY_TIMEOUT_S) -> Optional[Dict[str, str]]:

@@ -47,24 +47,38 @@ def manifests(composition: Composition) -> List[Manifest]:
 
 
 T = TypeVar("T")
+Q = TypeVar("Q")
 
 CHECKS_AT_ONCE = 8
 """How many per-arch images :func:`missing_sources` asks the registry about at once (each is a
 docker CLI run of about a second, mostly waiting)."""
 
 
-def missing_sources(wanted: List[Manifest], exists: Callable[[str], bool]) -> List[str]:
+REFS_PER_CHECK = 64
+"""How many per-arch images one ``all_exist`` question of :func:`missing_sources` names (one
+buildx run each; a family's whole nightly is usually one)."""
+
+
+def missing_sources(wanted: List[Manifest], exists: Callable[[str], bool],
+                    all_exist: Optional[Callable[[List[str]], bool]] = None) -> List[str]:
     """The per-arch images that are not in the registry, in plan order (each asked once,
     :data:`CHECKS_AT_ONCE` at a time; ``exists`` must be safe to call from several threads).
 
-    :raises bake.errors.BakePlanError: what ``exists`` raised for the first image, in plan order,
-        it raised for (the questions not yet asked are not asked).
+    :param all_exist: a list of refs → whether every one is in the registry, asked first for
+        :data:`REFS_PER_CHECK` refs at a time (:func:`bake.run.engine.all_resolve`); ``exists``
+        is then asked ref by ref only about the lists it did not say yes to (to name what is
+        missing, or why the registry refused).
+    :raises bake.errors.BakePlanError: what ``exists`` (or ``all_exist``) raised for the first
+        image, in plan order, it raised for (the questions not yet asked are not asked).
     """
     refs = list(dict.fromkeys(source for manifest in wanted for source in manifest.sources))
+    if all_exist is not None:
+        lists = [refs[i:i + REFS_PER_CHECK] for i in range(0, len(refs), REFS_PER_CHECK)]
+        refs = [ref for part, yes in zip(lists, ask_all(lists, all_exist)) if not yes for ref in part]
     return [ref for ref, ok in zip(refs, ask_all(refs, exists)) if not ok]
 
 
-def ask_all(refs: List[str], question: Callable[[str], T]) -> List[T]:
+def ask_all(refs: Sequence[Q], question: Callable[[Q], T]) -> List[T]:
     """``question(ref)`` of each of ``refs``, in order, :data:`CHECKS_AT_ONCE` at a time
     (``question`` must be safe to call from several threads).
 
@@ -115,12 +129,14 @@ class PublishIncomplete(RunError):
 
 
 def publish(wanted: List[Manifest], exists: Callable[[str], bool], create: Callable[[str, List[str]], None],
-            on_created: Callable[[Manifest], None] = lambda manifest: None) -> List[str]:
+            on_created: Callable[[Manifest], None] = lambda manifest: None,
+            all_exist: Optional[Callable[[List[str]], bool]] = None) -> List[str]:
     """Check every source exists, then create every manifest list, the lists of
     :data:`CREATES_AT_ONCE` repositories at a time (one repository's one after another). When any
     per-arch image is missing, nothing is created.
 
     :param create: ``(tag, sources)``; must be safe to call from several threads.
+    :param all_exist: asked before ``exists``, as :func:`missing_sources` asks it.
     :param on_created: called after each manifest list is created, in plan order, from the calling
         thread (the CLI prints it at once, so an interrupted run shows what it did).
     :returns: the per-arch images that are missing (then nothing was created), or ``[]``.
@@ -132,7 +148,7 @@ def publish(wanted: List[Manifest], exists: Callable[[str], bool], create: Calla
     from concurrent.futures import Future, ThreadPoolExecutor
     from concurrent.futures import TimeoutError as FutureTimeout
 
-    missing = missing_sources(wanted, exists)
+    missing = missing_sources(wanted, exists, all_exist)
     if missing:
         return missing
     stop = threading.Event()

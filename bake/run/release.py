@@ -40,11 +40,14 @@ class Registry:
         (:func:`bake.run.engine.create_manifest`).
     :param annotations: reference → the annotations of its index (``{}`` when none), ``None`` when
         the registry has no such image (:func:`bake.run.engine.index_annotations`).
+    :param all_exist: references → whether every one is in the registry, in one question
+        (:func:`bake.run.engine.all_resolve`); ``None`` asks ``digest`` of each.
     """
 
     digest: Callable[[str], Optional[str]]
     create: Callable[[str, List[str], Sequence[str]], None]
     annotations: Callable[[str], Optional[Dict[str, str]]] = lambda ref: {}
+    all_exist: Optional[Callable[[List[str]], bool]] = None
 
 
 @dataclass
