@@ -13,13 +13,13 @@ Error lines never show a credential or a raw control character: they go through
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from typing import List, Optional, Sequence, Tuple
 
 from bake import commands
 from bake.errors import BakePlanError, UsageError, did_you_mean
 from bake.output import claim_stdout, discard_stdout, write_atomic
+from bake.patterns import LazyPattern
 from bake.pip.sources import use_manifest
 from bake.plan.secrets import redact, shown
 from bake.plan.text import one_line
@@ -512,7 +512,7 @@ HELP = {
 ``tests/test_cli_conventions.py``)."""
 
 
-VERBOSITY = re.compile(r"-(q+|v+)\Z|--quiet\Z|--verbose\Z")
+VERBOSITY = LazyPattern(r"-(q+|v+)\Z|--quiet\Z|--verbose\Z")
 """``-q``/``-v`` and their long forms, which every command takes before or after its name."""
 
 

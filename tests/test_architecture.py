@@ -33,6 +33,7 @@ LAYERS: Tuple[Tuple[int, str], ...] = (
     (0, "bake.owned"),
     (0, "bake.version"),
     (0, "bake.processes"),
+    (0, "bake.patterns"),
     (1, "bake"),  # the package itself only: a facade over bake.plan (and bake.version) for plugins
     (1, "bake.plan.*"),
     (2, "bake.pip.*"),

@@ -354,7 +354,7 @@ def test_every_shape_pip_reads_passes(line):
     assert requirement_fault(line) is None
 
 
-@given(st.from_regex(SIMPLE_REQUIREMENT, fullmatch=True))
+@given(st.from_regex(SIMPLE_REQUIREMENT.compiled, fullmatch=True))
 @settings(max_examples=100, deadline=None)  # drawing from the regular expression is the cost: 0.06 s an example
 def test_every_line_planning_passes_without_packaging_is_one_packaging_reads(line):
     """The fast path of the requirement check never lets through a line pip's parser refuses."""

@@ -15,10 +15,10 @@ One lock per stage when every platform compiled the same body, else one per arch
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import List, Mapping, Optional, Sequence, Tuple
 
 from bake.errors import LockError
+from bake.patterns import LazyPattern
 from bake.pip.lock import HEADER, LockSpec, header, same_python
 from bake.plan import dockerfile
 from bake.plan.stage import Stage
@@ -76,7 +76,7 @@ def lock_texts(specs: Sequence[LockSpec],
     return out
 
 
-_WRITE = re.compile(r"bake-write-requirements\s+(?:--wheels\b|[^\s;&|]+\s+(?P<lines>[^\s;&|]+))")
+_WRITE = LazyPattern(r"bake-write-requirements\s+(?:--wheels\b|[^\s;&|]+\s+(?P<lines>[^\s;&|]+))")
 _DECLARED = {'"${REQUIREMENTS}"', '"$REQUIREMENTS"', "${REQUIREMENTS}", "$REQUIREMENTS"}
 
 

@@ -60,6 +60,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 from bake.errors import LockConflict, LockError, OutputError, UsageError
 from bake.output import write_atomic
 from bake.owned import kind_of, not_ours, own_directory, sha256
+from bake.patterns import LazyPattern
 from bake.pip import requirements as reqs
 from bake.plan.compose import Composition, declared_python
 from bake.plan.names import arch_of, target_name
@@ -613,12 +614,12 @@ def _bounded(argv: List[str], cwd: str, spec: LockSpec) -> subprocess.CompletedP
 
 # uv's explanation of a failed resolution ("Because there is no version of lingvo==0.12.7 and
 # paxml==1.4.0 depends on lingvo==0.12.7, …").
-_UV_DEPENDS = re.compile(r"(?:all versions of |all of |only )?(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)"
-                         r"(?:(?:==|>=|<=|<|>|!=|~=)(?P<version>[^\s,]+))? depends? on (?P<req>[^\s,]+)")
-_UV_MISSING = (re.compile(r"there is no version of (?P<req>[^\s,]+)"),
-               re.compile(r"only [^\s,]+ (?:is|are) available and you require (?P<req>[^\s,]+)"),
-               re.compile(r"(?P<req>[A-Za-z0-9][A-Za-z0-9._-]*) was not found in the (?:package registry|provided package locations)"))
-_NAME_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_UV_DEPENDS = LazyPattern(r"(?:all versions of |all of |only )?(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)"
+                          r"(?:(?:==|>=|<=|<|>|!=|~=)(?P<version>[^\s,]+))? depends? on (?P<req>[^\s,]+)")
+_UV_MISSING = (LazyPattern(r"there is no version of (?P<req>[^\s,]+)"),
+               LazyPattern(r"only [^\s,]+ (?:is|are) available and you require (?P<req>[^\s,]+)"),
+               LazyPattern(r"(?P<req>[A-Za-z0-9][A-Za-z0-9._-]*) was not found in the (?:package registry|provided package locations)"))
+_NAME_TOKEN = LazyPattern(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def _askers(lines: Sequence[Line], project: str) -> str:
@@ -712,8 +713,8 @@ def _uv_failure(spec: LockSpec, lines: Sequence[Line], output: str, pip_args, ta
     return LockError(f"uv pip compile failed, {where}: {reason}")
 
 
-_UV_REQUIRED = (re.compile(r"you require (?P<list>.+?)(?:, we can conclude|, and |\.\s|[,.]?$)"),
-                re.compile(r"your requirements and (?P<list>.+?) are incompatible"))
+_UV_REQUIRED = (LazyPattern(r"you require (?P<list>.+?)(?:, we can conclude|, and |\.\s|[,.]?$)"),
+                LazyPattern(r"your requirements and (?P<list>.+?) are incompatible"))
 
 
 def _constrains(line: Line) -> bool:

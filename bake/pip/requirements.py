@@ -18,15 +18,16 @@ from pathlib import PurePosixPath
 from typing import Dict, Mapping, Optional, Tuple
 
 from bake.errors import UsageError
+from bake.patterns import LazyPattern
 from bake.plan.requirement_lines import split_option
 from bake.plan.text import expansion_fault
 
 # Options whose value is a path or URL that may point into the image.
 _LOCATION_OPTIONS = ("-e", "--editable", "-f", "--find-links", "-r", "--requirement", "-c", "--constraint",
                      "-i", "--index-url", "--extra-index-url")
-_OPTION_VALUE = re.compile(r"\s*(?:--[A-Za-z0-9-]+|-[A-Za-z])[\s=]*(?P<loc>[^\s]+)")
-_URL_REQUIREMENT = re.compile(r"\s*[A-Za-z0-9][A-Za-z0-9._-]*\s*(?:\[[^\]]*\])?\s*@\s*(?P<loc>[^\s;]+)")
-_BARE_LOCATION = re.compile(r"\s*(?P<loc>(?:\.|/|file:|[A-Za-z][A-Za-z0-9+.-]*://)[^\s;]*)")
+_OPTION_VALUE = LazyPattern(r"\s*(?:--[A-Za-z0-9-]+|-[A-Za-z])[\s=]*(?P<loc>[^\s]+)")
+_URL_REQUIREMENT = LazyPattern(r"\s*[A-Za-z0-9][A-Za-z0-9._-]*\s*(?:\[[^\]]*\])?\s*@\s*(?P<loc>[^\s;]+)")
+_BARE_LOCATION = LazyPattern(r"\s*(?P<loc>(?:\.|/|file:|[A-Za-z][A-Za-z0-9+.-]*://)[^\s;]*)")
 # Options that tell pip where to find packages: pip-sync in the image still needs them, so a lock
 # carries them at its top (stages/scripts/pip-finalize.sh does the same).
 INDEX_OPTIONS = ("-i", "--index-url", "--extra-index-url", "-f", "--find-links", "--trusted-host", "--no-index")

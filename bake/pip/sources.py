@@ -37,6 +37,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 from bake.documents import DocumentError, parse_toml, read_text
 from bake.errors import SourcesError
 from bake.output import write_atomic
+from bake.patterns import LazyPattern
 from bake.plan.secrets import redact
 from bake.plan.stage import SOURCE_MODES, Source
 from bake.plan.text import control_fault, expansion_fault, git_fault
@@ -51,9 +52,9 @@ PLACEHOLDER = "0" * 40
 """A commit of all zeros: a placeholder that ``bump`` may fill, never one a plan may build."""
 PATCH_DIR = "/opt/bake-patches"
 """Where a stage's Dockerfile mounts the ``patches`` named context for ``bake-fetch-source``."""
-_COMMIT = re.compile(r"[0-9a-f]{40}\Z")
-_PATCH_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*\Z")
-_TABLE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*\Z")
+_COMMIT = LazyPattern(r"[0-9a-f]{40}\Z")
+_PATCH_REF = LazyPattern(r"[A-Za-z0-9][A-Za-z0-9._/-]*\Z")
+_TABLE_NAME = LazyPattern(r"[A-Za-z][A-Za-z0-9_-]*\Z")
 _override: Optional[Path] = None
 
 
@@ -575,8 +576,8 @@ class Bump:
         return self.old != self.new
 
 
-_TABLE_HEADER = re.compile(r"""\s*\[\s*(?P<name>[A-Za-z0-9_-]+|"[^"]*"|'[^']*')\s*\]\s*(?:#.*)?$""")
-_COMMIT_LINE = re.compile(r"""(?P<head>\s*commit\s*=\s*)(?P<q>["'])(?P<value>[^"'\n]*)(?P=q)(?P<tail>\s*(?:#.*)?)$""")
+_TABLE_HEADER = LazyPattern(r"""\s*\[\s*(?P<name>[A-Za-z0-9_-]+|"[^"]*"|'[^']*')\s*\]\s*(?:#.*)?$""")
+_COMMIT_LINE = LazyPattern(r"""(?P<head>\s*commit\s*=\s*)(?P<q>["'])(?P<value>[^"'\n]*)(?P=q)(?P<tail>\s*(?:#.*)?)$""")
 
 
 def rewrite_commits(text: str, commits: Dict[str, str], where: str) -> str:

@@ -26,11 +26,11 @@ from __future__ import annotations
 import ast
 import math
 import os.path
-import re
 import unicodedata
 from typing import AbstractSet, Callable, Mapping, Optional, Sequence, Tuple
 
 from bake.errors import PluginError, StageError, did_you_mean
+from bake.patterns import LazyPattern
 from bake.plan.names import ARG_NAME, check_platform, check_reference
 from bake.plan.secrets import (
     SECRET_HINT,
@@ -274,7 +274,7 @@ def _check_target(stage: Stage, name: str, target: dict, culprit: Culprit, not_s
             raise StageError(f"{where(attr, key)}, {path}: the value looks like {what}; {SECRET_HINT}")
 
 
-_PATH = re.compile(r"([^\[ ]+)(?:\[('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\]| key ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"))?")
+_PATH = LazyPattern(r"([^\[ ]+)(?:\[('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\]| key ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"))?")
 
 
 def _path_parts(path: str) -> Tuple[str, Optional[str]]:

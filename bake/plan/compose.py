@@ -12,6 +12,7 @@ import sys
 from typing import Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
 from bake.errors import PluginError, StageError, UsageError, did_you_mean
+from bake.patterns import LazyPattern
 from bake.plan.checks import check_plan
 from bake.plan.dockerfile import instructions
 from bake.plan.inputs import label_targets
@@ -215,7 +216,7 @@ PYTHON_ARG = "BAKE_PYTHON_DECLARED"
 PYTHON_STAGE_ARG = "BAKE_PYTHON_STAGE"
 """The build arg naming the stage that declares :data:`PYTHON_ARG` (named in the check's error)."""
 
-_PYTHON_AXIS = re.compile(r"3\.[0-9]{1,2}(?:\.[0-9]{1,3})?")
+_PYTHON_AXIS = LazyPattern(r"3\.[0-9]{1,2}(?:\.[0-9]{1,3})?")
 
 
 def declared_python(stage: Stage, stages: Mapping[str, Stage]) -> Optional[Tuple[str, str]]:

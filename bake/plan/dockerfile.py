@@ -15,9 +15,10 @@ import re
 from pathlib import Path
 from typing import List, Optional, Union
 
+from bake.patterns import LazyPattern
 from bake.plan.validate import is_context_url
 
-_DIRECTIVE = re.compile(r"#\s*(syntax|escape|check)\s*=\s*(\S+)\s*\Z", re.IGNORECASE)
+_DIRECTIVE = LazyPattern(r"#\s*(syntax|escape|check)\s*=\s*(\S+)\s*\Z", re.IGNORECASE)
 """A parser directive BuildKit knows; any other line ends the directives."""
 
 
@@ -79,7 +80,7 @@ def instructions(text: str) -> List[str]:
     return out
 
 
-_ARG_USE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
+_ARG_USE = LazyPattern(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
 """``$NAME``, ``${NAME}`` or ``${NAME:-default}`` / ``${NAME-default}`` in a ``FROM`` line."""
 
 

@@ -7,26 +7,27 @@ with a message; callers add where the value came from.
 
 from __future__ import annotations
 
-import re
 from typing import Optional, Tuple
+
+from bake.patterns import LazyPattern
 
 # distribution/reference: path components and tags.
 _PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_IMAGE_NAME = re.compile(rf"{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*\Z")
+_IMAGE_NAME = LazyPattern(rf"{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*\Z")
 _HOST = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?))*(?::[0-9]+)?"
-_REGISTRY = re.compile(rf"{_HOST}(?:/{_PATH_COMPONENT})*\Z")
-_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
-_TAG_CHAR = re.compile(r"[A-Za-z0-9_.-]")
-ARG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_REGISTRY = LazyPattern(rf"{_HOST}(?:/{_PATH_COMPONENT})*\Z")
+_TAG = LazyPattern(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
+_TAG_CHAR = LazyPattern(r"[A-Za-z0-9_.-]")
+ARG_NAME = LazyPattern(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 """A build-arg name: the only names a Dockerfile ``ARG`` can declare and read."""
 _MAX_TAG = 128
 _DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
 # A whole image reference: [host[:port]/]path[:tag][@digest] (distribution/reference).
-_REFERENCE = re.compile(
+_REFERENCE = LazyPattern(
     rf"(?:{_HOST}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?(?:@{_DIGEST})?\Z"
 )
-_SHA256_DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
-_TARGET_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_SHA256_DIGEST = LazyPattern(r"sha256:[0-9a-f]{64}\Z")
+_TARGET_UNSAFE = LazyPattern(r"[^A-Za-z0-9_-]")
 _MAX_REPOSITORY = 255  # distribution: the whole "host/path" name
 
 # Platforms bake-plan knows how to name per arch: buildx's os/arch[/variant] → tag suffix.

@@ -26,6 +26,7 @@ import re
 from typing import AbstractSet, Dict, Iterator, Mapping, Optional, Sequence, Tuple
 
 from bake.errors import ConfigError, StageError, did_you_mean
+from bake.patterns import LazyPattern
 from bake.plan.checks import check_text
 from bake.plan.secrets import SECRET_HINT, credential_name, credential_value
 from bake.plan.stage import Stage
@@ -65,8 +66,8 @@ class StageOverride:
 FIELD_KEYS = {"args": "args", "sources": "sources", "base_image": "base-image", "variants": "variants",
               "variant_format": "variant-format", "variant_args": "variant-args", "variant": "variant-format"}
 """Stage field → the configuration key that sets it (what error lines name)."""
-_FIELD_ERROR = re.compile(r"plugin '[^']*', stage '(?P<stage>[^']*)', field '(?P<field>\w+)': ")
-_FIELD_NAME = re.compile(r"(?<!['\w])(" + "|".join(k for k, v in FIELD_KEYS.items() if k != v and k != "variant") + r")(?![\w'])")
+_FIELD_ERROR = LazyPattern(r"plugin '[^']*', stage '(?P<stage>[^']*)', field '(?P<field>\w+)': ")
+_FIELD_NAME = LazyPattern(r"(?<!['\w])(" + "|".join(k for k, v in FIELD_KEYS.items() if k != v and k != "variant") + r")(?![\w'])")
 
 
 def apply_overrides(stages: Dict[str, Stage], overrides: Sequence[StageOverride],

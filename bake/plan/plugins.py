@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
-import re
 import sys
 import types
 import warnings
@@ -18,6 +17,7 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
 import pluggy
 
 from bake.errors import PluginError, StageError
+from bake.patterns import LazyPattern
 from bake.plan import entrypoints, hookspecs
 from bake.plan.hookspecs import PROJECT
 from bake.plan.stage import ImageTest, Source, Stage
@@ -26,8 +26,8 @@ from bake.plan.validate import validate
 
 # A dataclass constructor called with a field it does not have, or without a required one
 # (Python 3.10+ names the class: "Stage.__init__() got an unexpected keyword argument 'imagee'").
-_UNEXPECTED_FIELD = re.compile(r"(?:\b(\w+)\.)?__init__\(\) got an unexpected keyword argument '(\w+)'")
-_MISSING_FIELD = re.compile(r"(?:\b(\w+)\.)?__init__\(\) missing \d+ required positional arguments?: (.+)")
+_UNEXPECTED_FIELD = LazyPattern(r"(?:\b(\w+)\.)?__init__\(\) got an unexpected keyword argument '(\w+)'")
+_MISSING_FIELD = LazyPattern(r"(?:\b(\w+)\.)?__init__\(\) missing \d+ required positional arguments?: (.+)")
 _MODEL = {"Stage": Stage, "Source": Source, "ImageTest": ImageTest}
 
 

@@ -25,6 +25,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from bake.documents import DocumentError, parse_json
 from bake.errors import UsageError
+from bake.patterns import LazyPattern
 from bake.plan.inputs import INPUT_DIGEST_LABEL
 from bake.plan.names import arch_of
 from bake.plan.secrets import shown
@@ -50,7 +51,7 @@ def repository_of(tag: str) -> str:
     return f"{head}/{last.split(':', 1)[0]}" if head else last.split(":", 1)[0]
 
 
-_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(==|===|@)\s*([^;\s]+)")
+_NAME = LazyPattern(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(==|===|@)\s*([^;\s]+)")
 
 
 def _pin_lines(text: str) -> Iterable[Tuple[str, str, str]]:
@@ -73,7 +74,7 @@ def pins_of(text: str) -> Dict[str, str]:
     return {name: version for name, version, _ in _pin_lines(text)}
 
 
-_HASH = re.compile(r"--hash[=\s]\s*(sha256|sha384|sha512):([0-9A-Fa-f]+)")
+_HASH = LazyPattern(r"--hash[=\s]\s*(sha256|sha384|sha512):([0-9A-Fa-f]+)")
 
 
 def pin_hashes_of(text: str) -> Dict[str, List[str]]:
@@ -196,9 +197,9 @@ def to_text(record: dict) -> str:
     return json.dumps(record, separators=(",", ":"), ensure_ascii=False)
 
 
-_DISTRIBUTION = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
+_DISTRIBUTION = LazyPattern(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 """A distribution name as PEP 508 spells one (what :func:`packaging.utils.canonicalize_name` takes)."""
-_RECORD_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+_RECORD_DIGEST = LazyPattern(r"sha256:[0-9a-f]{64}")
 
 
 def _strings(value, path: str) -> Iterable[Tuple[str, str]]:
@@ -228,7 +229,7 @@ _ITEM_FIELDS = {"sources": {"url": _STR, "ref": _STR, "patches": (list,)},
 RECORD_STRING_CHARS = 4096
 """The longest string a record read back may hold (a URL, a version, a test's name): a record
 is shown whole in ``diff`` and the sitrep's ``since_last``, so nothing in it is larger."""
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_DATE = LazyPattern(r"\d{4}-\d{2}-\d{2}")
 
 
 def _type_name(kinds: tuple) -> str:

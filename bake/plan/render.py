@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import csv
 import json
-import re
 import shlex
 import string
 from pathlib import Path
@@ -31,6 +30,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Un
 
 from bake.errors import BakePlanError
 from bake.owned import MARK
+from bake.patterns import LazyPattern
 from bake.plan.checks import PLAN_BLOCKS, check_attribute_name
 from bake.version import __version__
 
@@ -118,7 +118,7 @@ def _json_parts(header: dict, plan: dict) -> Iterator[str]:
 _HCL_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 # Characters an HCL string cannot hold as they are: quotes, backslashes, C0/C1 controls and the
 # Unicode line separators. Most values have none, and then the value goes out as it is.
-_HCL_SPECIAL = re.compile(r'["\\\x00-\x1f\x7f-\x9f\u2028\u2029]')
+_HCL_SPECIAL = LazyPattern(r'["\\\x00-\x1f\x7f-\x9f\u2028\u2029]')
 
 
 def _hcl_escape_char(match: "re.Match[str]") -> str:

@@ -16,7 +16,9 @@ from __future__ import annotations
 import re
 from typing import Optional, Tuple
 
-_OPTION = re.compile(r"\s*(?P<opt>--[A-Za-z0-9-]+|-[A-Za-z])(?:[\s=]+(?P<value>.*?))?\s*$")
+from bake.patterns import LazyPattern
+
+_OPTION = LazyPattern(r"\s*(?P<opt>--[A-Za-z0-9-]+|-[A-Za-z])(?:[\s=]+(?P<value>.*?))?\s*$")
 
 OPTIONS_WITH_VALUE = ("-i", "--index-url", "--extra-index-url", "-c", "--constraint", "-r", "--requirement",
                       "-e", "--editable", "-f", "--find-links", "--no-binary", "--only-binary", "--trusted-host",
@@ -26,7 +28,7 @@ OPTION_FLAGS = ("--no-index", "--prefer-binary", "--require-hashes", "--pre")
 """The option lines pip reads in a requirements file that take none."""
 PER_REQUIREMENT = ("--hash", "--config-settings", "-C", "--global-option")
 """The options pip reads after a requirement, on its line."""
-_HASH = re.compile(r"(?:sha256|sha384|sha512):[0-9a-fA-F]+\Z")
+_HASH = LazyPattern(r"(?:sha256|sha384|sha512):[0-9a-fA-F]+\Z")
 
 # The usual PEP 508 line: a name, extras, then plain release clauses (1.2, ==1.*, ~=1.2) or
 # "@ scheme://host/…", no marker; spaces and tabs only (packaging's whitespace, not
@@ -35,7 +37,7 @@ _HASH = re.compile(r"(?:sha256|sha384|sha512):[0-9a-fA-F]+\Z")
 _NAME_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?"
 _RELEASE = r"[0-9]+(?:\.[0-9]+)*"
 _CLAUSE = rf"(?:(?:==|!=)[ \t]*{_RELEASE}(?:\.\*)?|(?:<=|>=|<|>)[ \t]*{_RELEASE}|~=[ \t]*[0-9]+(?:\.[0-9]+)+)"
-SIMPLE_REQUIREMENT = re.compile(
+SIMPLE_REQUIREMENT = LazyPattern(
     rf"{_NAME_PART}(?:[ \t]*\[[ \t]*{_NAME_PART}[ \t]*(?:,[ \t]*{_NAME_PART}[ \t]*)*\])?"
     rf"(?:[ \t]*{_CLAUSE}(?:[ \t]*,[ \t]*{_CLAUSE})*"
     r"|[ \t]*@[ \t]*(?!file:)[A-Za-z][A-Za-z0-9+.-]*://[A-Za-z0-9._~%!$&'()*+,=:@-]+(?:/[^\s;\[\]\x00-\x1f\x7f]*)?)?\Z")

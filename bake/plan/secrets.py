@@ -25,10 +25,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Iterator, List, Mapping, Optional, Tuple
 
+from bake.patterns import LazyPattern
 from bake.plan.text import line_fault, printable
 
-_SECRET_ID = re.compile(r"[A-Za-z0-9_.-]+\Z")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_SECRET_ID = LazyPattern(r"[A-Za-z0-9_.-]+\Z")
+_ENV_NAME = LazyPattern(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _MIN_KNOWN_VALUE = 8  # shorter secret values are not searched for: they would match ordinary text
 
 # Names: words (split at _ - . and camelCase) that mean a credential on their own, substrings that
@@ -38,7 +39,7 @@ _NAME_WORDS = ("token", "secret", "secrets", "creds")
 _NAME_SUBSTRINGS = ("password", "passwd", "passphrase", "credential", "apikey", "privatekey", "secretkey",
                     "accesskey", "accesstoken", "authtoken", "apitoken", "clientsecret")
 _KEY_QUALIFIERS = ("api", "private", "access", "secret", "signing", "client", "deploy", "ssh", "encryption", "auth")
-_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+_WORD = LazyPattern(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 # A URL's userinfo (scheme://USERINFO@host) is a credential when it has a password, or when its
 # user name looks like a token (16 or more URL-safe characters, letters and digits both:
@@ -46,27 +47,27 @@ _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 # docker-image:// and oci-layout:// values is a pinned image, not userinfo.
 _URL_SCHEME = r"\b(?!docker-image://|oci-layout://)[A-Za-z][A-Za-z0-9+.-]*://"
 _NOT_A_DIGEST = r"(?![A-Za-z0-9]+:[0-9a-fA-F]{32,})"
-_URL_PASSWORD = re.compile(
+_URL_PASSWORD = LazyPattern(
     rf"(?P<head>{_URL_SCHEME}[^\s/?#@:]*:)(?P<secret>[^\s/?#@]+)(?P<tail>@){_NOT_A_DIGEST}"
 )
-_URL_TOKEN_USER = re.compile(
+_URL_TOKEN_USER = LazyPattern(
     rf"(?P<head>{_URL_SCHEME})(?P<secret>(?=[\w.~%+-]*[0-9])(?=[\w.~%+-]*[A-Za-z])[\w.~%+-]{{16,}})"
     rf"(?P<tail>@){_NOT_A_DIGEST}", re.ASCII
 )
 _URL_PATTERNS = (_URL_PASSWORD, _URL_TOKEN_USER)  # redacted keeping the URL around the secret
-VALUE_PATTERNS: Tuple[Tuple[str, "re.Pattern[str]"], ...] = (
-    ("a private key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")),
-    ("a GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})")),
-    ("a GitLab token", re.compile(r"\bgl(?:pat|dt|ptt|rt)-[A-Za-z0-9_-]{20,}")),
-    ("an AWS access key id", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b")),
-    ("a Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
-    ("a Google API key", re.compile(r"\bAIza[A-Za-z0-9_-]{35}")),
-    ("a Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
-    ("an npm token", re.compile(r"\bnpm_[A-Za-z0-9]{36}")),
-    ("a PyPI token", re.compile(r"\bpypi-AgE[A-Za-z0-9_-]{20,}")),
-    ("a Docker Hub token", re.compile(r"\bdckr_pat_[A-Za-z0-9_-]{20,}")),
-    ("an OpenAI-style API key", re.compile(r"\bsk-(?:proj-)?[A-Za-z0-9_-]{32,}")),
-    ("a JSON web token", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
+VALUE_PATTERNS: Tuple[Tuple[str, LazyPattern], ...] = (
+    ("a private key", LazyPattern(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")),
+    ("a GitHub token", LazyPattern(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})")),
+    ("a GitLab token", LazyPattern(r"\bgl(?:pat|dt|ptt|rt)-[A-Za-z0-9_-]{20,}")),
+    ("an AWS access key id", LazyPattern(r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b")),
+    ("a Slack token", LazyPattern(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
+    ("a Google API key", LazyPattern(r"\bAIza[A-Za-z0-9_-]{35}")),
+    ("a Hugging Face token", LazyPattern(r"\bhf_[A-Za-z0-9]{30,}")),
+    ("an npm token", LazyPattern(r"\bnpm_[A-Za-z0-9]{36}")),
+    ("a PyPI token", LazyPattern(r"\bpypi-AgE[A-Za-z0-9_-]{20,}")),
+    ("a Docker Hub token", LazyPattern(r"\bdckr_pat_[A-Za-z0-9_-]{20,}")),
+    ("an OpenAI-style API key", LazyPattern(r"\bsk-(?:proj-)?[A-Za-z0-9_-]{32,}")),
+    ("a JSON web token", LazyPattern(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
     ("a URL with a password", _URL_PASSWORD),
     ("a URL with a token as its user name", _URL_TOKEN_USER),
 )
@@ -75,10 +76,11 @@ VALUE_PATTERNS: Tuple[Tuple[str, "re.Pattern[str]"], ...] = (
 # patterns that start at a word boundary share one "\b" (tested once per position, not once per
 # pattern: four times faster), so it matches where one of them would.
 _TOKEN_PATTERNS = [pattern.pattern for _, pattern in VALUE_PATTERNS if pattern not in _URL_PATTERNS]
-_ANY_TOKEN = re.compile("|".join([f"(?:{p})" for p in _TOKEN_PATTERNS if not p.startswith(r"\b")]
-                                 + [r"\b(?:" + "|".join(f"(?:{p[2:]})" for p in _TOKEN_PATTERNS
-                                                        if p.startswith(r"\b")) + ")"]))
+_ANY_TOKEN = LazyPattern("|".join([f"(?:{p})" for p in _TOKEN_PATTERNS if not p.startswith(r"\b")]
+                                  + [r"\b(?:" + "|".join(f"(?:{p[2:]})" for p in _TOKEN_PATTERNS
+                                                         if p.startswith(r"\b")) + ")"]))
 """What a credential value looks like: (description, pattern searched anywhere in the string)."""
+_URL_VALUE_PATTERNS = tuple(entry for entry in VALUE_PATTERNS if entry[1] in _URL_PATTERNS)
 
 SECRET_HINT = ("build secrets go through --secret id=NAME,env=VAR (or src=FILE) and "
                "RUN --mount=type=secret,id=NAME, never args or labels")
@@ -109,12 +111,21 @@ def credential_name(name: str) -> Optional[str]:
 @lru_cache(maxsize=65536)  # and most values (cache refs, platforms, paths) many times
 def credential_value(value: str) -> Optional[str]:
     """What a value looks like when it holds a credential (``"a GitHub token"``), or ``None``."""
-    if not _ANY_TOKEN.search(value) and not ("://" in value and "@" in value):
-        return None
-    for description, pattern in VALUE_PATTERNS:
+    for description, pattern in _patterns_for(value):
         if pattern.search(value):
             return description
     return None
+
+
+def _patterns_for(text: str) -> Tuple[Tuple[str, LazyPattern], ...]:
+    """The entries of :data:`VALUE_PATTERNS` that can match ``text``: every one when a token
+    pattern does (:data:`_ANY_TOKEN`), else the URL patterns when it has "://" and "@", else none.
+    The token patterns are not searched, nor compiled, for text none of them matches."""
+    if _ANY_TOKEN.search(text):
+        return VALUE_PATTERNS
+    if "://" in text and "@" in text:
+        return _URL_VALUE_PATTERNS
+    return ()
 
 
 @lru_cache(maxsize=8)  # one build redacts every console line with the same values
@@ -152,9 +163,7 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
     known_pattern = _known_pattern(tuple(v for v in known if v))
     if known_pattern is not None:
         text = known_pattern.sub("<redacted>", text)
-    if not _ANY_TOKEN.search(text) and not ("://" in text and "@" in text):
-        return text
-    for _, pattern in VALUE_PATTERNS:
+    for _, pattern in _patterns_for(text):
         if pattern in _URL_PATTERNS:
             text = pattern.sub(r"\g<head><redacted>\g<tail>", text)
         else:
@@ -167,9 +176,9 @@ HOLD_CHARS = 4096
 at most, in characters, waiting for the rest of a credential pattern (a token, a URL's password)
 that may start in it; a ``known`` secret's prefix is held back whatever its length."""
 
-_SPACE_FREE_TAIL = re.compile(r"\S*\Z")
+_SPACE_FREE_TAIL = LazyPattern(r"\S*\Z")
 # A private key's header is the one pattern with spaces: a tail that could begin it.
-_KEY_HEADER_TAIL = re.compile(r"-{1,5}(?:B(?:E(?:G(?:I(?:N(?: [A-Z0-9 ]*)?)?)?)?)?)?\Z")
+_KEY_HEADER_TAIL = LazyPattern(r"-{1,5}(?:B(?:E(?:G(?:I(?:N(?: [A-Z0-9 ]*)?)?)?)?)?)?\Z")
 
 
 @lru_cache(maxsize=8)
@@ -214,9 +223,8 @@ def _matches(text: str, known: Tuple[str, ...]) -> List[Tuple[int, int]]:
     known_pattern = _known_pattern(known)
     if known_pattern is not None:
         found += [m.span() for m in known_pattern.finditer(text)]
-    if _ANY_TOKEN.search(text) or ("://" in text and "@" in text):
-        for _, pattern in VALUE_PATTERNS:
-            found += [m.span() for m in pattern.finditer(text)]
+    for _, pattern in _patterns_for(text):
+        found += [m.span() for m in pattern.finditer(text)]
     return found
 
 

@@ -29,8 +29,9 @@ And :func:`counted`, so a person reads "1 target", not "1 targets".
 
 from __future__ import annotations
 
-import re
 from typing import Optional
+
+from bake.patterns import LazyPattern
 
 LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 """Every character ``str.splitlines`` splits on (and so pip, reading a requirements file)."""
@@ -40,7 +41,7 @@ NUL = "\x00"
 # C0 and C1 controls, DEL, the line and paragraph separators, the bidirectional controls
 # (U+061C, U+200E/F, U+202A-E, U+2066-9: "Trojan Source") and lone surrogates (undecodable bytes,
 # which a strict UTF-8 stream cannot even write).
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_CONTROL = LazyPattern("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 _NAMES = {"\x00": "a NUL", "\n": "a line feed", "\r": "a carriage return", "\x0b": "a vertical tab",
           "\x0c": "a form feed", "\x1b": "an escape", "\x85": "a next-line", "\u2028": "a line separator",
           "\u2029": "a paragraph separator", "\t": "a tab", "\x7f": "a delete"}
@@ -88,7 +89,7 @@ def printable(text: str, keep: str = "\t") -> str:
     return _CONTROL.sub(lambda m: m.group() if m.group() in keep else _escape(m), text)
 
 
-_BLANKS = re.compile(r"[ \t\r\n]+")
+_BLANKS = LazyPattern(r"[ \t\r\n]+")
 
 
 def one_line(text: str) -> str:
@@ -110,8 +111,8 @@ def clipped(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-_GIT_REF_BAD = re.compile(r"[\s~^:?*\[\\]|\.\.|@\{|//|/\.|\.lock(?:/|\Z)|[./]\Z")
-_DANGEROUS_TRANSPORT = re.compile(r"(?i)(?:ext|fd)::")
+_GIT_REF_BAD = LazyPattern(r"[\s~^:?*\[\\]|\.\.|@\{|//|/\.|\.lock(?:/|\Z)|[./]\Z")
+_DANGEROUS_TRANSPORT = LazyPattern(r"(?i)(?:ext|fd)::")
 
 
 def git_fault(value: str, kind: str = "ref") -> Optional[str]:
@@ -143,7 +144,7 @@ def git_fault(value: str, kind: str = "ref") -> Optional[str]:
     return None
 
 
-_EXPANSION = re.compile(r"\$(?:\{|[A-Za-z_][A-Za-z0-9_]*)")
+_EXPANSION = LazyPattern(r"\$(?:\{|[A-Za-z_][A-Za-z0-9_]*)")
 
 
 def expansion_fault(value: str) -> Optional[str]:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import os.path
-import re
 from pathlib import Path
 from typing import Optional, Set, Tuple
 
 from bake.errors import PluginError, StageError
+from bake.patterns import LazyPattern
 from bake.plan.requirement_lines import requirement_fault
 from bake.plan.names import (
     ARG_NAME,
@@ -25,22 +25,22 @@ from bake.plan.text import control_fault, expansion_fault, git_fault, printable
 from bake.plan.variants import check as check_variants
 
 KINDS = ("mealkit", "single")
-_STAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
-_SOURCE_NAME = re.compile(r"[A-Z][A-Z0-9_]*\Z")
-_COMMIT = re.compile(r"[0-9a-fA-F]{40}\Z")
-_PYTHON = re.compile(r"3\.(?:0|[1-9][0-9]?)(?:\.(?:0|[1-9][0-9]{0,2}))?\Z")
-_GLIBC = re.compile(r"2\.(?:1[7-9]|[2-9][0-9])\Z")
+_STAGE_NAME = LazyPattern(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+_SOURCE_NAME = LazyPattern(r"[A-Z][A-Z0-9_]*\Z")
+_COMMIT = LazyPattern(r"[0-9a-fA-F]{40}\Z")
+_PYTHON = LazyPattern(r"3\.(?:0|[1-9][0-9]?)(?:\.(?:0|[1-9][0-9]{0,2}))?\Z")
+_GLIBC = LazyPattern(r"2\.(?:1[7-9]|[2-9][0-9])\Z")
 _SURROGATES = "".join(map(chr, range(0xD800, 0xE000)))
-_CONTEXT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./:-]*\Z")
+_CONTEXT_NAME = LazyPattern(r"[A-Za-z0-9][A-Za-z0-9_./:-]*\Z")
 # Named-context values buildx takes as they are, rather than as a local directory.
 _CONTEXT_SCHEMES = ("target:", "docker-image://", "oci-layout://", "https://", "http://", "git@", "ssh://")
 
 # A git+ URL pinned to a full commit: "…git+<url>@<40 hex>" then a fragment, a space, a marker or the end.
 # The same rule as stages/scripts/pip-finalize.sh, so a line the host accepts the image accepts too.
-_VCS_PINNED = re.compile(r"git\+\S*@[0-9a-fA-F]{40}(?=[#\s;]|$)")
+_VCS_PINNED = LazyPattern(r"git\+\S*@[0-9a-fA-F]{40}(?=[#\s;]|$)")
 
 
-LINT_RULE = re.compile(r"(DL|SC)[0-9]{4}\Z|[A-Z][A-Za-z]{2,63}\Z")
+LINT_RULE = LazyPattern(r"(DL|SC)[0-9]{4}\Z|[A-Z][A-Za-z]{2,63}\Z")
 """A rule ``lint_ignore`` names: a hadolint rule (``DL3008``, ShellCheck's ``SC2086``) or a BuildKit
 Dockerfile check (``FromAsCasing``)."""
 
@@ -264,7 +264,7 @@ def validate(stage: object, plugin: str, checked_contexts: Optional[Set[Tuple[st
     )
 
 
-_DISTRIBUTION_PATTERN = re.compile(r"[A-Za-z0-9*?][A-Za-z0-9._*?-]{0,199}\Z")
+_DISTRIBUTION_PATTERN = LazyPattern(r"[A-Za-z0-9*?][A-Za-z0-9._*?-]{0,199}\Z")
 
 
 def _check_arch_differences(stage: Stage, platforms: Tuple[str, ...], fail) -> dict:

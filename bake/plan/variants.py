@@ -33,16 +33,16 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import re
 from typing import Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from bake.errors import StageError
+from bake.patterns import LazyPattern
 from bake.plan.names import ARG_NAME, check_reference, check_tag
 from bake.plan.stage import Stage, dependencies
 
-_AXIS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
-_FIELD = re.compile(r"\{([^{}]*)\}")
+_AXIS = LazyPattern(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_VALUE = LazyPattern(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+_FIELD = LazyPattern(r"\{([^{}]*)\}")
 
 
 def check(stage, fail: Callable[[str, str], Exception]) -> dict:

@@ -18,12 +18,12 @@ into a script. Pure text: nothing here reads files or runs anything.
 
 from __future__ import annotations
 
-import re
 import shlex
 from typing import Dict, List, Mapping, Sequence
 
 from bake.errors import UsageError
 from bake.owned import MARK
+from bake.patterns import LazyPattern
 from bake.plan.names import target_name
 from bake.plan.text import printable
 
@@ -65,7 +65,7 @@ def artifact(stage: str, arch: str) -> str:
 
 # YAML's printable characters (YAML 1.2, 5.1) less '"' and '\\', which a double-quoted scalar escapes;
 # also less the tab, line breaks and the BOM, escaped so the value stays on its line.
-_YAML_KEEP = re.compile(r"[\x20-\x21\x23-\x5b\x5d-\x7e\xa0-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]")
+_YAML_KEEP = LazyPattern(r"[\x20-\x21\x23-\x5b\x5d-\x7e\xa0-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]")
 _YAML_SHOWN = frozenset("\u061c\u200e\u200f\u2028\u2029\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 """Escaped although YAML 1.2 prints them: line breaks to YAML 1.1 (PyYAML), and the
 bidirectional controls, which make a reviewed line read differently."""
@@ -73,7 +73,7 @@ _YAML_ESCAPES = {"\"": '\\"', "\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r
 # A plain scalar that reads back as the same string in every YAML: it starts with a letter, '_'
 # or '/', so it is no number, no quoted or flow scalar, no alias, tag, comment or indicator; it
 # holds no ':' or '#', so no mapping value and no comment; it ends with no space.
-_PLAIN = re.compile(r"[A-Za-z_/][A-Za-z0-9_./=+@ \"'$,-]*(?<! )\Z")
+_PLAIN = LazyPattern(r"[A-Za-z_/][A-Za-z0-9_./=+@ \"'$,-]*(?<! )\Z")
 _RESERVED = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}
 
 

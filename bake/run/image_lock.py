@@ -35,6 +35,7 @@ from typing import Callable, Deque, Dict, Optional, Sequence, Tuple
 
 from bake.errors import LockError
 from bake.output import write_atomic
+from bake.patterns import LazyPattern
 from bake.plan.names import target_name
 from bake.plan.render import read_paths
 from bake.resources import stages_dir
@@ -43,10 +44,10 @@ from bake.run import engine
 STEP_LINES = 15
 """How many of the last lines the build's steps printed a failed compile shows (pip-compile's reason)."""
 
-_STEP_LINE = re.compile(r"^#(\d+) (.*)$")
+_STEP_LINE = LazyPattern(r"^#(\d+) (.*)$")
 """A line of a step, as :class:`bake.run.progress.ProgressReader` shows it (``#12 text``)."""
 
-_STEP_STATUS = re.compile(r"^(DONE|CACHED|WARN:|sha256:|\[internal\]|transferring|resolve |naming |exporting )")
+_STEP_STATUS = LazyPattern(r"^(DONE|CACHED|WARN:|sha256:|\[internal\]|transferring|resolve |naming |exporting )")
 """A step's line that is buildx's status, not what the step printed."""
 
 SUFFIX = "-pip-compile"

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from bake.errors import LintError
+from bake.patterns import LazyPattern
 from bake.plan import dockerfile as dockerfiles
 from bake.plan.names import target_name
 from bake.processes import run_bounded
@@ -48,7 +49,7 @@ _AUTOMATIC = frozenset(f"{side}{what}" for side in ("TARGET", "BUILD")
                        for what in ("PLATFORM", "OS", "ARCH", "VARIANT"))
 """The platform ARGs BuildKit sets itself: a ``FROM wheels-${TARGETARCH}`` names a stage of the file."""
 
-_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)[^}]*\}|([A-Za-z_][A-Za-z0-9_]*))")
+_VARIABLE = LazyPattern(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)[^}]*\}|([A-Za-z_][A-Za-z0-9_]*))")
 
 
 @dataclasses.dataclass(frozen=True)

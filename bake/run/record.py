@@ -13,12 +13,12 @@ from __future__ import annotations
 import base64
 import datetime
 import gzip
-import re
 import zlib
 from typing import Callable, Collection, Dict, List, Optional, Sequence, Tuple
 
 from bake.documents import MAX_BYTES, DocumentError, parse_json
 from bake.errors import RecordError
+from bake.patterns import LazyPattern
 from bake.plan import records
 from bake.plan.text import clipped
 from bake.run.sitrep import diff_rows
@@ -29,7 +29,7 @@ ANNOTATION_GZ = "io.bake-plan.record.gz"
 """The annotation that holds it gzip-compressed and base64-encoded, when the JSON is longer
 than :data:`INLINE_LIMIT` (a command-line argument is at most 128 KiB on Linux)."""
 INLINE_LIMIT = 64 * 1024
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+_DIGEST = LazyPattern(r"sha256:[0-9a-f]{64}")
 
 
 def annotation_of(record: dict) -> str:

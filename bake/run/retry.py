@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Callable, List, Optional, TypeVar
 
 from bake.errors import BakePlanError
+from bake.patterns import LazyPattern
 
 ATTEMPTS = 4
 """Tries of one registry call in all (the first and three retries)."""
@@ -34,18 +35,18 @@ RETRY_AFTER_CAP_S = 60.0
 """The longest ``Retry-After`` honoured, in seconds (a registry asking for more gets this)."""
 
 _PASSING = (
-    re.compile(r"\b429\b"),  # 429 Too Many Requests / toomanyrequests
-    re.compile(r"toomanyrequests", re.IGNORECASE),
-    re.compile(r"(?:status(?: code)?:?|HTTP/\d(?:\.\d)?|response(?: code)?:?)\s*5\d\d\b", re.IGNORECASE),
-    re.compile(r"\b5\d\d (?:Internal Server Error|Not Implemented|Bad Gateway|Service Unavailable|Gateway Time-?out)",
-               re.IGNORECASE),
-    re.compile(r"connection reset|broken pipe|unexpected EOF|\bEOF\b", re.IGNORECASE),
-    re.compile(r"i/o timeout|TLS handshake timeout|context deadline exceeded|Client\.Timeout", re.IGNORECASE),
-    re.compile(r"did not answer within"),  # bake.run.engine's own time bound
+    LazyPattern(r"\b429\b"),  # 429 Too Many Requests / toomanyrequests
+    LazyPattern(r"toomanyrequests", re.IGNORECASE),
+    LazyPattern(r"(?:status(?: code)?:?|HTTP/\d(?:\.\d)?|response(?: code)?:?)\s*5\d\d\b", re.IGNORECASE),
+    LazyPattern(r"\b5\d\d (?:Internal Server Error|Not Implemented|Bad Gateway|Service Unavailable|Gateway Time-?out)",
+                re.IGNORECASE),
+    LazyPattern(r"connection reset|broken pipe|unexpected EOF|\bEOF\b", re.IGNORECASE),
+    LazyPattern(r"i/o timeout|TLS handshake timeout|context deadline exceeded|Client\.Timeout", re.IGNORECASE),
+    LazyPattern(r"did not answer within"),  # bake.run.engine's own time bound
 )
-_REFUSED = re.compile(r"\b(?:401|403|404)\b|unauthorized|denied|forbidden|invalid reference|not found|"
-                      r"manifest (?:invalid|unknown)|name unknown", re.IGNORECASE)
-_RETRY_AFTER = re.compile(r"retry[- ]after:?\s*(\d{1,6})\b", re.IGNORECASE)
+_REFUSED = LazyPattern(r"\b(?:401|403|404)\b|unauthorized|denied|forbidden|invalid reference|not found|"
+                       r"manifest (?:invalid|unknown)|name unknown", re.IGNORECASE)
+_RETRY_AFTER = LazyPattern(r"retry[- ]after:?\s*(\d{1,6})\b", re.IGNORECASE)
 
 T = TypeVar("T")
 

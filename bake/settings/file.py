@@ -63,6 +63,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from bake.documents import DocumentError, read_toml
 from bake.errors import ConfigError, did_you_mean
+from bake.patterns import LazyPattern
 from bake.settings.values import names
 
 CONFIG_FILE = "bake-plan.toml"
@@ -362,7 +363,7 @@ def _not_a_string(value: Any) -> str:
     return f"{shown} is {_type(value)}, expected a string"
 
 
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")
+_BARE_KEY = LazyPattern(r"[A-Za-z0-9_-]+\Z")
 
 
 def bare_or_quoted(key: str) -> str:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import datetime
 import json
-import re
 from typing import Any, Dict, List, Mapping, Tuple
 
+from bake.patterns import LazyPattern
 from bake.plan.secrets import credential_name, redact
 from bake.plan.text import printable
 from bake.settings.merge import FLAGS, Setting, Settings
@@ -19,10 +19,10 @@ from bake.settings.values import ENV_EPOCH, is_day_policy
 # would obey (C1, the line separators, bidirectional controls): all written as \uXXXX escapes.
 # A lone surrogate (undecodable bytes in an argument) is no Unicode scalar, so TOML has no form
 # for it: it is written as the text "\udcff".
-_TOML_ESCAPED = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
-_JSON_RAW = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")
+_TOML_ESCAPED = LazyPattern("[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_SURROGATE = LazyPattern("[\ud800-\udfff]")
+_JSON_RAW = LazyPattern("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_BARE_KEY = LazyPattern(r"[A-Za-z0-9_-]+\Z")
 
 
 def _toml_string(value: str) -> str:

@@ -13,12 +13,12 @@ The shape read (:mod:`bake.run.sitrep`): ``targets.<name>`` with ``outcome`` (a 
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Iterable, List
 
 from bake.documents import DocumentError, not_regular, read_json
 from bake.errors import UsageError
+from bake.patterns import LazyPattern
 from bake.plan.gate import Evidence, TestResult, arch_of_platform, distribution_name
 from bake.plan.names import PLATFORM_ARCH
 
@@ -26,7 +26,7 @@ SITREP = "sitrep.json"
 MAX_FILES = 1000
 """At most this many sitreps are read from the directories given (a nightly has a few per arch)."""
 
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+_DIGEST = LazyPattern(r"sha256:[0-9a-f]{64}")
 
 
 def sitrep_files(given: Iterable[str], where: str = "--sitrep") -> List[Path]:

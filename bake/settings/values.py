@@ -20,6 +20,7 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 from bake.documents import DocumentError, not_regular, read_json
 from bake.errors import ConfigError, UsageError, did_you_mean
+from bake.patterns import LazyPattern
 from bake.plan.names import (
     check_digest,
     check_platform,
@@ -34,7 +35,7 @@ from bake.plan.secrets import SecretSpec, parse_secret
 
 DATE_POLICIES = ("auto", "today", "source-date-epoch")
 ENV_EPOCH = "env SOURCE_DATE_EPOCH"
-_DAY = re.compile(r"\d{4}-\d{2}-\d{2}\Z")
+_DAY = LazyPattern(r"\d{4}-\d{2}-\d{2}\Z")
 _MAX_BRANCH = 255
 
 
@@ -295,7 +296,7 @@ def progress(value: str, where: str) -> str:
     return value
 
 
-_DECIMAL = re.compile(r"[0-9]+(\.[0-9]+)?", re.ASCII)
+_DECIMAL = LazyPattern(r"[0-9]+(\.[0-9]+)?", re.ASCII)
 
 
 def size_ratio(value, where: str) -> float:
@@ -349,7 +350,7 @@ def wheelhouse(value: str, where: str, base: Optional[Path] = None) -> str:
     return os.path.normpath(str(path))
 
 
-_PYTHON_VERSION = re.compile(r"3\.(?:0|[1-9][0-9]{0,2})\Z")
+_PYTHON_VERSION = LazyPattern(r"3\.(?:0|[1-9][0-9]{0,2})\Z")
 
 
 def python_version(value: str, where: str) -> str:
