@@ -11,9 +11,8 @@ import errno
 import os
 import stat
 import sys
-import tempfile
 from pathlib import Path
-from typing import Iterable, Optional, TextIO, Union
+from typing import Iterable, Optional, TextIO, Tuple, Union
 
 from bake.errors import OutputError
 
@@ -145,7 +144,7 @@ def replace_file(path: Path, data: Union[bytes, Iterable[bytes]], what: str, mod
     directory = path.parent if str(path.parent) else Path(".")
     tmp_name = None
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        fd, tmp_name = _new_file_beside(path, directory)
         with os.fdopen(fd, "wb") as handle:
             if isinstance(data, bytes):
                 handle.write(data)
@@ -162,6 +161,23 @@ def replace_file(path: Path, data: Union[bytes, Iterable[bytes]], what: str, mod
                 os.unlink(tmp_name)
             except OSError:
                 pass
+
+
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _new_file_beside(path: Path, directory: Path) -> Tuple[int, str]:
+    """A new empty file ``.NAME.<random>.tmp`` in ``directory`` (``path``'s), open for writing, and
+    its name: made as :func:`tempfile.mkstemp` makes one (``O_EXCL``, mode ``0o600``, a name no
+    other file has), without importing :mod:`tempfile` (with ``shutil``, ``random`` and the
+    compression modules: more than a small plan takes to write)."""
+    for _ in range(100):
+        name = os.path.join(directory, f".{path.name}.{os.urandom(6).hex()}.tmp")
+        try:
+            return os.open(name, _NEW_FILE, 0o600), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no unused temporary name", str(directory))
 
 
 def _umask() -> int:
