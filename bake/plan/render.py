@@ -21,7 +21,6 @@ shell word (:func:`shell_word`).
 
 from __future__ import annotations
 
-import csv
 import json
 import shlex
 import string
@@ -181,10 +180,17 @@ def read_paths(plan: dict) -> list:
             if isinstance(value, str) and value.startswith("/"):
                 paths.add(value)
         for entry in target.get("secret", []):
-            for field in next(csv.reader([entry])):
+            for field in _secret_fields(entry):
                 if field.startswith("src=") and field[len("src="):].startswith("/"):
                     paths.add(field[len("src="):])
     return sorted(paths)
+
+
+def _secret_fields(entry: str) -> List[str]:
+    """The fields of a bake ``secret`` entry, read as buildx reads it: one CSV record."""
+    import csv  # only a plan with build secrets has one to read
+
+    return next(csv.reader([entry]))
 
 
 _OCI_LAYOUT = "oci-layout://"

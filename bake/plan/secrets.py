@@ -16,7 +16,6 @@ redaction every output goes through).
 from __future__ import annotations
 
 import bisect
-import csv
 import io
 import os
 import re
@@ -290,6 +289,8 @@ class SecretSpec:
         ``"``), so each field is written by CSV's rules: a field holding ``"`` (a path may) is
         quoted whole, its quotes doubled: ``id=x,"src=/a/b""c"``.
         """
+        import csv  # only a plan with --secret writes one
+
         fields = [f"id={self.id}", f"env={self.env}" if self.env else f"src={self.src}"]
         out = io.StringIO()
         csv.writer(out, lineterminator="").writerow(fields)
