@@ -8,19 +8,21 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import AbstractSet, Dict, FrozenSet, Iterable, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, AbstractSet, Dict, FrozenSet, Iterable, Optional, Sequence, Tuple
 
 import pluggy
 
 from bake.errors import StageError, UsageError
 from bake.plan import dockerfile
 from bake.plan.compose import BAKE_SCRIPTS, WHEELHOUSE, Composition, PlanOptions, compose, ignores_lock, uses_named_context
-from bake.plan.overrides import StageOverride, apply_overrides
 from bake.plan.plugins import Hooks, get_plugin_manager
 from bake.plan.render import hcl_parts, json_parts
 from bake.plan.stage import Stage
 from bake.plan.variants import expand
 from bake.resources import template_path
+
+if TYPE_CHECKING:
+    from bake.plan.overrides import StageOverride
 
 FORMATS = {"hcl": "docker-bake.hcl", "json": "docker-bake.json"}
 """Plan formats and their default file names (the names ``docker buildx bake`` reads by default)."""
@@ -35,7 +37,12 @@ def collect_stages(hooks: Hooks, overrides: Sequence[StageOverride] = (),
         ``None`` (listing stages, no plan): the overrides' arg names are not checked.
     :raises bake.errors.BakePlanError: a plugin, stage or override is wrong (one line naming it).
     """
-    return expand(apply_overrides(hooks.collect_stages(), overrides, not_secret))
+    stages = hooks.collect_stages()
+    if overrides:  # bake.plan.overrides is imported only for a configuration that has some
+        from bake.plan.overrides import apply_overrides
+
+        stages = apply_overrides(stages, overrides, not_secret)
+    return expand(stages)
 
 
 def make_plan(

@@ -83,7 +83,7 @@ def test_planning_imports_only_what_it_needs(tmp_path):
     for lazy in ("subprocess", "difflib", "bake.pip.lock", "bake.pip.requirements", "bake.pip.wheelhouse",
                  "bake.run", "bake.completion", "shtab", "bake.plan.workflow", "bake.plan.matrix", "bake.plan.graph",
                  "bake.plan.metadata", "bake.settings.show", "bake.pytest_plugin", "pytest", "bake.testing",
-                 "bake.plan.gate"):
+                 "bake.plan.gate", "bake.plan.overrides"):
         assert lazy not in imported, lazy
     assert "bake.pip.lockfiles" in imported  # the one lock check a plan makes
     assert (tmp_path / "plan.hcl").is_file()

@@ -16,15 +16,17 @@ import dataclasses
 import datetime
 import os
 from pathlib import Path
-from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
 from bake.errors import ConfigError, UsageError, did_you_mean
 from bake.plan.compose import DEFAULT_SBOM_GENERATOR, ParentImage, PlanOptions, attestations
-from bake.plan.overrides import StageOverride
 from bake.plan.plugins import CORE_PLUGINS, ENV_PLUGINS_DISABLE, entry_point_names
 from bake.plan.secrets import SecretSpec
 from bake.settings import values
 from bake.settings.file import CONFIG_FILE, PYPROJECT, SCHEMA, FileConfig, bare_or_quoted, load
+
+if TYPE_CHECKING:
+    from bake.plan.overrides import StageOverride
 
 DEFAULT = "default"
 """The Python version ``bake-plan wheelhouse`` fetches wheels for without ``--python-version``."""
@@ -540,8 +542,10 @@ def _characters_apart(a: str, b: str) -> int:
 
 def _overrides(file: Optional[FileConfig]) -> Tuple[StageOverride, ...]:
     """The file's ``[stages.<name>]`` tables as :class:`bake.plan.overrides.StageOverride`, file order."""
-    if file is None:
+    if file is None or not file.data.get("stages"):
         return ()
+    from bake.plan.overrides import StageOverride  # only a configuration with overrides needs the module
+
     return tuple(
         StageOverride(
             stage=name,
