@@ -55,6 +55,16 @@ def test_the_one_line_check_refuses_every_character_splitlines_splits_on():
     assert line_fault("a\u2028b") == "a line separator (U+2028)"
 
 
+def test_text_python_calls_printable_holds_no_character_the_control_checks_find():
+    """control_fault and printable pass text str.isprintable() accepts without their pattern: every
+    character the pattern finds is one Python calls unprintable (all of them are below U+10000)."""
+    from bake.plan.text import _CONTROL
+
+    assert [hex(c) for c in range(0x10000) if _CONTROL.match(chr(c)) and chr(c).isprintable()] == []
+    assert printable("plain text, é and 名字") == "plain text, é and 名字" and control_fault("ok ✓") is None
+    assert printable("a\u200eb") == "a\\u200eb" and control_fault("a\u202eb") == "a control character (U+202E)"
+
+
 SPLITTERS = ["\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029", "\x00", "\x1b"]
 
 

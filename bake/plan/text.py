@@ -68,6 +68,8 @@ def control_fault(value: str, allow: str = "\t") -> Optional[str]:
     """Like :func:`line_fault`, for a value that is only ever printable text (a URL, a git ref, a
     requirement line): also any other control character, bidirectional control or lone
     surrogate, except those in ``allow`` (default: a tab)."""
+    if value.isprintable():  # nearly always; every character _CONTROL finds is one Python calls unprintable
+        return None
     for match in _CONTROL.finditer(value):
         if match.group() not in allow:
             return describe(match.group())
@@ -84,7 +86,7 @@ def printable(text: str, keep: str = "\t") -> str:
     and lone surrogate written as an escape (ESC as ``\\x1b``, a newline as ``\\x0a``, U+2028 as
     ``\\u2028``), except those in ``keep`` (default: a tab), so a terminal shows what the text
     holds instead of obeying it. Idempotent: its output holds no such character."""
-    if not _CONTROL.search(text):  # nearly always: no copy
+    if text.isprintable() or not _CONTROL.search(text):  # nearly always: no copy
         return text
     return _CONTROL.sub(lambda m: m.group() if m.group() in keep else _escape(m), text)
 
