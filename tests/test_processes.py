@@ -58,6 +58,16 @@ def test_a_finished_program_gives_its_output_and_status():
     assert (proc.returncode, proc.stdout, proc.stderr) == (3, "out\n", "err\n")
 
 
+def test_the_result_comes_when_the_program_ends_not_at_a_poll(monkeypatch):
+    """run_bounded waits on the program's pipes, which wake it when they close, not in
+    Popen.wait's polling sleeps (1, 2, 4 … 50 ms: up to 50 ms after a short program ended)."""
+    sleeps = []
+    real_sleep = time.sleep
+    monkeypatch.setattr(time, "sleep", lambda seconds: sleeps.append(seconds) or real_sleep(seconds))
+    assert run_bounded([sys.executable, "-c", "import time; time.sleep(0.3); print('done')"], 60).stdout == "done\n"
+    assert sum(sleeps) < 0.01, sleeps  # Popen.wait(timeout=60) alone sleeps some 0.3 s in steps
+
+
 def test_at_the_bound_the_program_and_the_child_it_started_are_killed(tmp_path):
     said = tmp_path / "pid"
     program = PARENT_AND_CHILD.replace("print(child.pid, flush=True)", f"open({str(said)!r}, 'w').write(str(child.pid))")
