@@ -30,9 +30,8 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from bake.documents import DocumentError, parse_toml, read_text
 from bake.errors import SourcesError
@@ -58,8 +57,7 @@ _TABLE_NAME = LazyPattern(r"[A-Za-z][A-Za-z0-9_-]*\Z")
 _override: Optional[Path] = None
 
 
-@dataclass(frozen=True)
-class ManifestSource:
+class ManifestSource(NamedTuple):
     """One table of the manifest.
 
     :param key: the table name (``transformer-engine``).
@@ -562,8 +560,7 @@ def pick_ref(refs: Sequence[Tuple[str, str]], ref: str) -> Optional[str]:
     return None
 
 
-@dataclass(frozen=True)
-class Bump:
+class Bump(NamedTuple):
     """What bump did to one source: ``old`` and ``new`` commits (equal when it did not move)."""
 
     key: str

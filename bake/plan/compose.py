@@ -9,7 +9,7 @@ import dataclasses
 import datetime
 import re
 import sys
-from typing import Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from bake.errors import PluginError, StageError, UsageError, did_you_mean
 from bake.patterns import LazyPattern
@@ -34,8 +34,7 @@ FLAVOR_MEALKIT, FLAVOR_FINAL, FLAVOR_SINGLE = "mealkit", "final", "single"
 DEFAULT_GROUP = "default"
 
 
-@dataclasses.dataclass(frozen=True)
-class ParentImage:
+class ParentImage(NamedTuple):
     """What a parent job's report (``--parent-report``) says of one bake target it built.
 
     :param digest: ``sha256:…`` of the pushed image; ``None`` when the report names the target

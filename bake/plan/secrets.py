@@ -19,10 +19,9 @@ import bisect
 import io
 import os
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Iterator, List, Mapping, Optional, Tuple
+from typing import Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple
 
 from bake.patterns import LazyPattern
 from bake.plan.text import line_fault, printable
@@ -273,8 +272,7 @@ def shown(text: str, known: Iterable[str] = ()) -> str:
     return printable(redact(text, known))
 
 
-@dataclass(frozen=True)
-class SecretSpec:
+class SecretSpec(NamedTuple):
     """One ``--secret``: an ``id`` the Dockerfile mounts, taken from an environment variable
     (``env``) or a file (``src``, an absolute path) when the build runs."""
 

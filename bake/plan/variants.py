@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import Callable, Dict, List, Mapping, Optional, Set, Tuple
+from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Set, Tuple
 
 from bake.errors import StageError
 from bake.patterns import LazyPattern
@@ -96,8 +96,7 @@ def fill(text: Optional[str], values: Mapping[str, str]) -> Optional[str]:
     return _FIELD.sub(lambda m: values.get(m.group(1), m.group(0)), text)
 
 
-@dataclasses.dataclass(frozen=True)
-class _Matrix:
+class _Matrix(NamedTuple):
     """The axes a stage varies along: inherited ones first, then its own."""
 
     axes: Dict[str, Tuple[str, ...]]

@@ -51,7 +51,6 @@ An unknown key, a value of the wrong shape, an unreadable or malformed file: one
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import errno
 import json
@@ -59,7 +58,7 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from bake.documents import DocumentError, read_toml
 from bake.errors import ConfigError, did_you_mean
@@ -100,8 +99,7 @@ SCHEMA: Dict[str, Any] = {
     "stages": ("each", _STAGE),
 }
 
-@dataclasses.dataclass(frozen=True)
-class FileConfig:
+class FileConfig(NamedTuple):
     """One configuration file, read and checked against :data:`SCHEMA`.
 
     :param path: the file. :param table: the table holding the keys (``tool.bake-plan`` in a

@@ -16,7 +16,7 @@ import dataclasses
 import datetime
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, FrozenSet, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from bake.errors import ConfigError, UsageError, did_you_mean
 from bake.plan.compose import DEFAULT_SBOM_GENERATOR, ParentImage, PlanOptions, attestations
@@ -139,8 +139,7 @@ _PIP_OPTIONS = (("index_url", "--index-url"), ("extra_index_url", "--extra-index
                 ("find_links", "--find-links"), ("no_index", "--no-index"), ("trusted_host", "--trusted-host"))
 
 
-@dataclasses.dataclass(frozen=True)
-class Setting:
+class Setting(NamedTuple):
     """A merged value and where it came from (``default``, ``<file>:<table>``, ``--flag``,
     ``env BAKE_PLAN_REGISTRY``, ``env SOURCE_DATE_EPOCH``)."""
 
