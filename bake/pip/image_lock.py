@@ -30,7 +30,7 @@ RESOLVER = "pip-compile (in the image)"
 def _in_image(spec: LockSpec) -> LockSpec:
     """``spec`` with every line counted as resolved (the image's compile saw them all): its header
     lists no skipped line. The digest (stage names and line texts) is unchanged."""
-    lines = [dataclasses.replace(line, host=line.text, missing=None) for line in spec.lines]
+    lines = [line._replace(host=line.text, missing=None) for line in spec.lines]
     return dataclasses.replace(spec, lines=lines)
 
 

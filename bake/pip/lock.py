@@ -55,7 +55,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from bake.errors import LockConflict, LockError, OutputError, UsageError
 from bake.output import write_atomic
@@ -101,8 +101,7 @@ for the largest of these not above M (glibc 2.36, Debian bookworm: ``x86_64-many
 above 2.40, uv's newest, ``manylinux_2_40``)."""
 
 
-@dataclass(frozen=True)
-class Line:
+class Line(NamedTuple):
     """One requirement line a stage contributes on one platform.
 
     :param text: as the stage declares it (what the image's ``.in`` file holds).
@@ -162,8 +161,7 @@ class LockSpec:
         return dataclasses.replace(self, platforms=(platform,), per_arch=True)
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     """What uv resolves a lock for: Python ``python`` (``"3.10"``) on ``platform`` (a uv
     ``--python-platform`` such as ``x86_64-manylinux_2_28``); or the markers of the interpreter
     ``interpreter`` (uv's ``--python``), whose version ``python`` is (``"3.11.7"``)."""
@@ -492,7 +490,7 @@ def resolve_all(specs: Sequence[LockSpec], pip_args: Sequence[str] = (),
             first = by_platform[spec.platforms[0]]
             platforms = ", ".join(dict.fromkeys(t.platform for t in by_platform.values() if t.platform))
             out.append((spec, lock_text(spec, mine[spec.platforms[0]],
-                                        dataclasses.replace(first, platform=platforms or None))))
+                                        first._replace(platform=platforms or None))))
         else:
             out += [(spec.for_platform(p), lock_text(spec.for_platform(p), mine[p], by_platform[p]))
                     for p in spec.platforms]
