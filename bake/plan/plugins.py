@@ -191,6 +191,7 @@ class Hooks:
         :raises StageError: a stage is malformed, or two plugins define the same stage name.
         """
         stages: Dict[str, Stage] = {}
+        checked_contexts: set = set()  # contexts found on disk: one look each, however many stages share it
         returned, call = self._through_pluggy("bake_plan_stages")
         # Each list is the plugin's whose implementation returned it; a list a hook wrapper put
         # in pluggy's answer is the wrapper's (or "a hook wrapper" when there are several).
@@ -204,7 +205,7 @@ class Hooks:
                 raise PluginError(f"plugin '{plugin}': bake_plan_stages returned {type(answer).__name__}, expected a "
                                   f"list of bake.Stage{disable_hint(call.names.get(plugin))}")
             for item in answer:
-                stage = validate(item, plugin)
+                stage = validate(item, plugin, checked_contexts)
                 if stage.name in stages:
                     other = stages[stage.name].plugin
                     raise StageError(
@@ -424,7 +425,12 @@ class _Call:
         self.answers: List[Tuple[str, object]] = []
         labels = [plugin_label(impl) for impl in wrappers]
         self.wrapper_label = labels[0] if len(labels) == 1 else THROUGH_A_WRAPPER
-        self.names = {plugin_label(impl): impl.plugin_name for impl in getattr(self.hooks.pm.hook, hook).get_hookimpls()}
+
+    @property
+    def names(self) -> Dict[str, str]:
+        """How error lines name each implementation's plugin → its registered (entry-point) name;
+        made only when an error line needs it, not on each of a plan's thousands of hook calls."""
+        return {plugin_label(impl): impl.plugin_name for impl in getattr(self.hooks.pm.hook, self.hook).get_hookimpls()}
 
 
 _CALLS: List[_Call] = []
