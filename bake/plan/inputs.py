@@ -86,7 +86,8 @@ class Hasher:
     """Digests of local directories, each walked once per :class:`Hasher` (one plan)."""
 
     def __init__(self) -> None:
-        self._trees: Dict[Tuple[str, Optional[str]], Optional[str]] = {}
+        self._trees: Dict[Tuple[str, Optional[str]], Optional[str]] = {}  # (directory, ignore file) → digest
+        self._places: Dict[Tuple[str, Optional[str]], Optional[str]] = {}  # (directory, dockerfile) → digest
         self._dockerfiles: Dict[Tuple[str, str], Optional[str]] = {}
 
     def tree(self, directory: str, dockerfile: Optional[str] = None) -> Optional[str]:
@@ -99,6 +100,12 @@ class Hasher:
 
         :raises StageError: the ignore file is larger than
             :data:`bake.plan.dockerignore.IGNORE_FILE_BYTES`, or a FIFO or a device."""
+        place = (directory, dockerfile)
+        if place not in self._places:  # a family's targets share a few contexts: each looked up once
+            self._places[place] = self._tree(directory, dockerfile)
+        return self._places[place]
+
+    def _tree(self, directory: str, dockerfile: Optional[str]) -> Optional[str]:
         if not os.path.isdir(directory):
             return None
         ignore = ignore_file(directory, dockerfile)
