@@ -10,6 +10,7 @@ a wheel builder such as ``te``, or a CI image such as ``xla-ci``.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Mapping, Optional, Tuple, Union
@@ -18,7 +19,14 @@ SOURCE_MODES = ("git-clone", "pip-vcs")
 DEFAULT_TEST_TIMEOUT_S = 600.0
 """How long one image test may run by default, in seconds (a hung import must not hang a nightly)."""
 
-@dataclass(frozen=True)
+# The model's objects keep their fields in slots where Python has them (3.10+), not in an instance
+# dict: from 30 attributes on, CPython (3.11) gives each object a dict of its own, 1.5 KB, instead of
+# one sharing its keys with the others, 0.3 KB. A Stage has 31 fields: in a dict each, a 20,000-stage
+# plan's stages took 30 MB more, twice over while they are collected (the plugin's and the checked).
+_SLOTS = {"slots": True} if sys.version_info >= (3, 10) else {}
+
+
+@dataclass(frozen=True, **_SLOTS)
 class Source:
     """A source a stage fetches at build time (the JAX-Toolbox sources manifest).
 
@@ -55,7 +63,7 @@ class Source:
         return self.path or "/opt/" + self.name.lower().replace("_", "-")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, **_SLOTS)
 class ImageTest:
     """A smoke test run in a stage's final image by ``bake-plan test``, once per platform.
 
@@ -87,7 +95,7 @@ class ImageTest:
         return self.command if isinstance(self.command, str) else " ".join(self.command)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, **_SLOTS)
 class Stage:
     """One image of the family, as a plugin declares it.
 
