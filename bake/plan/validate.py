@@ -273,6 +273,8 @@ def _check_arch_differences(stage: Stage, platforms: Tuple[str, ...], fail) -> d
     value = stage.arch_differences
     if not isinstance(value, collections.abc.Mapping):
         raise fail("arch_differences", f"expected a mapping of platform to distribution names, got {type(value).__name__}")
+    if not value and type(value) is dict:  # most stages: nothing to normalise, nothing to copy
+        return value
     out = {}
     for platform, names in value.items():
         try:
@@ -357,7 +359,6 @@ def _check_mapping(stage, fld, fail, key_re):
     value = getattr(stage, fld)
     if not isinstance(value, collections.abc.Mapping):
         raise fail(fld, f"expected a mapping of str to str, got {type(value).__name__}")
-    out = {}
     for key, item in value.items():
         if not isinstance(key, str) or not key:
             raise fail(fld, f"key {key!r} is not a non-empty string")
@@ -365,8 +366,9 @@ def _check_mapping(stage, fld, fail, key_re):
             raise fail(fld, f"key {key!r} is not a valid name")
         if not isinstance(item, str):
             raise fail(fld, f"value of {key!r} is {type(item).__name__}, expected str")
-        out[key] = item
-    return out
+    # A plain dict is kept (the stage it came in is replaced by the one validate returns): a copy of
+    # each mapping of each stage held a large family's mappings twice. Another Mapping becomes a dict.
+    return value if type(value) is dict else dict(value)
 
 
 def _check_seq(stage, fld, fail, item_type):

@@ -55,6 +55,9 @@ def check(stage, fail: Callable[[str, str], Exception]) -> dict:
     variants = stage.variants
     if not isinstance(variants, Mapping):
         raise fail("variants", f"expected a mapping of axis name to a list of values, got {type(variants).__name__}")
+    args = stage.variant_args
+    if type(variants) is dict and type(args) is dict and not variants and not args and stage.variant_format is None:
+        return {"variants": variants, "variant_args": args}  # no variants (most stages): the plugin's dicts kept
     axes: Dict[str, Tuple[str, ...]] = {}
     for axis, values in variants.items():
         if not isinstance(axis, str) or not _AXIS.match(axis):
@@ -75,7 +78,6 @@ def check(stage, fail: Callable[[str, str], Exception]) -> dict:
         for name in _FIELD.findall(stage.variant_format):
             if name not in axes:
                 raise fail("variant_format", f"'{{{name}}}' is not an axis ({', '.join(axes)})")
-    args = stage.variant_args
     if not isinstance(args, Mapping):
         raise fail("variant_args", f"expected a mapping of axis to build-arg name, got {type(args).__name__}")
     for axis, arg in args.items():
