@@ -606,7 +606,7 @@ class _Context:
         self.stages, self.options, self.hooks, self.in_chain = stages, options, hooks, in_chain
         self.suffix = f"-{options.arch}" if options.arch else ""
         self._keys: Dict[Tuple[str, str], str] = {}
-        self._args: Dict[str, dict] = {}
+        self._args: Tuple[Optional[str], dict] = (None, {})  # the stage whose targets are being made, its args
         self.watching = False  # composing again to find a plugin that changes finished targets
         # The same text in every target, made once (38,500 copies of each for 20,000 stages).
         self.created = f"{options.date.isoformat()}T00:00:00Z"
@@ -615,9 +615,9 @@ class _Context:
     def build_args(self, stage: Stage) -> dict:
         """A new dict of :meth:`Stage.build_args` for each target, whose names and values are
         shared by the stage's targets (and the names by every stage: ``sys.intern``)."""
-        if stage.name not in self._args:
-            self._args[stage.name] = {sys.intern(k): v for k, v in stage.build_args().items()}
-        return dict(self._args[stage.name])
+        if self._args[0] != stage.name:  # a stage's targets are made one after another
+            self._args = (stage.name, {sys.intern(k): v for k, v in stage.build_args().items()})
+        return dict(self._args[1])
 
     def cache_key(self, stage: Stage, flavor: str) -> str:
         """The policy's key plus ``-<arch>`` in a per-arch plan (CACHE_SILO; the cache refs' tag).
