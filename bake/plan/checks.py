@@ -27,7 +27,7 @@ import ast
 import math
 import os.path
 import unicodedata
-from typing import AbstractSet, Callable, Mapping, Optional, Sequence, Tuple
+from typing import AbstractSet, Callable, Iterator, Mapping, Optional, Sequence, Tuple
 
 from bake.errors import PluginError, StageError, did_you_mean
 from bake.patterns import LazyPattern
@@ -146,28 +146,31 @@ def _check_target_contexts(plan: dict, owners: Mapping[str, Stage], culprit: Cul
     buildx would otherwise stop the whole bake before building anything ("failed to find target",
     "cannot link to itself", "infinite loop")."""
     targets = plan.get("target", {})
-    links: dict = {}  # target → [(context key, target it names)]
 
     def fail(tname: str, key: str, value: str, why: str) -> StageError:
         stage = owners[tname]
         who = culprit(tname, "contexts", key) or f"plugin '{stage.plugin}'"
         return StageError(f"{who}, stage '{stage.name}', target '{tname}', contexts[{key!r}]: {value!r:.80} {why}")
 
-    for tname, target in targets.items():
-        for key, value in (target.get("contexts") or {}).items():
-            if not value.startswith("target:"):
-                continue
-            other = value[len("target:"):]
+    def links(tname: str) -> Iterator[Tuple[str, str]]:
+        """``(context key, target it names)`` of each ``target:`` context of a target, read from the
+        plan when the walk gets there (not held for every target of a large plan at once)."""
+        for key, value in (targets[tname].get("contexts") or {}).items():
+            if value.startswith("target:"):
+                yield key, value[len("target:"):]
+
+    for tname in targets:
+        for key, other in links(tname):
             if other not in targets:
-                raise fail(tname, key, value, f"names no target of the plan{did_you_mean(other, targets, n=1)}")
+                raise fail(tname, key, "target:" + other,
+                           f"names no target of the plan{did_you_mean(other, targets, n=1)}")
             if other == tname:
-                raise fail(tname, key, value, "is the target itself")
-            links.setdefault(tname, []).append((key, other))
+                raise fail(tname, key, "target:" + other, "is the target itself")
     done: set = set()
-    for start in links:  # depth first, without recursion: a loop is a link back into the path walked
+    for start in targets:  # depth first, without recursion: a loop is a link back into the path walked
         if start in done:
             continue
-        path, keys, stack = [start], [], [iter(links.get(start, ()))]  # keys[i]: the link path[i] -> path[i+1]
+        path, keys, stack = [start], [], [links(start)]  # keys[i]: the link path[i] -> path[i+1]
         on_path = {start}
         while stack:
             step = next(stack[-1], None)
@@ -190,7 +193,7 @@ def _check_target_contexts(plan: dict, owners: Mapping[str, Stage], culprit: Cul
                 path.append(other)
                 on_path.add(other)
                 keys.append(key)
-                stack.append(iter(links.get(other, ())))
+                stack.append(links(other))
 
 
 def check_text(text: str) -> Optional[str]:
@@ -250,7 +253,8 @@ def _check_target(stage: Stage, name: str, target: dict, culprit: Culprit, not_s
     # (a path per string is most of the cost of checking 38,500 targets), then walked again with
     # them only when something is wrong, in the same order, so the error is the same.
     texts = strings_in(target)
-    if all(NUL not in text and (text.isascii() or check_text(text) is None) for text in texts):
+    joined = "".join(texts)  # one test of all of them; string by string only for text that is not ASCII
+    if NUL not in joined and (joined.isascii() or all(check_text(text) is None for text in texts)):
         strings: Sequence[Tuple[str, str]] = ()
     else:
         strings = list(walk_strings(target))
