@@ -379,6 +379,7 @@ def strings_in(node) -> List[str]:
 
 
 def _strings(node, top: bool, out: List[str]) -> None:
+    # A string is taken where it is met, not in a call of its own: most of a plan's values are strings.
     if isinstance(node, str):
         out.append(node)
     elif isinstance(node, dict):
@@ -386,10 +387,16 @@ def _strings(node, top: bool, out: List[str]) -> None:
             if isinstance(key, str):
                 if not top:
                     out.append(key)
-                _strings(value, top and not key, out)  # walk_strings' path is still empty under key ""
+                if isinstance(value, str):
+                    out.append(value)
+                else:
+                    _strings(value, top and not key, out)  # walk_strings' path is still empty under key ""
     elif isinstance(node, list):
         for value in node:
-            _strings(value, False, out)
+            if isinstance(value, str):
+                out.append(value)
+            else:
+                _strings(value, False, out)
 
 
 def find_secret_values(plan: dict, specs: Iterable[SecretSpec],

@@ -211,8 +211,9 @@ def validate(stage: object, plugin: str, checked_contexts: Optional[Set[Tuple[st
         seen.add(src.name)
         for attr in ("url", "ref"):
             value = getattr(src, attr)
+            # (str.split() cuts at exactly the characters str.isspace() is true for)
             if (not isinstance(value, str) or not value or control_fault(value, allow="")
-                    or any(c == "#" or c.isspace() for c in value)):
+                    or "#" in value or value.split() != [value]):
                 raise sfail(f"{attr} {value!r} must be a non-empty string without '#', spaces, line breaks "
                             "or control characters")
             fault = git_fault(value, attr)  # handed to git (lock's checkout, the image's fetch)
