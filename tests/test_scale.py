@@ -249,3 +249,29 @@ def test_render_parts_join_to_render():
     for fmt in ("hcl", "json"):
         parts = list(render_parts(composition, fmt))
         assert len(parts) > 5 and "".join(parts) == render(composition, fmt)
+
+
+@pytest.mark.parametrize("order", ["parents first", "children first"])
+def test_the_declared_python_of_a_deep_chain_walks_each_stage_once(order):
+    """Composing asks every target which Python its chain declares: with the answers kept in
+    ``known``, a chain thousands of stages deep is walked once in all, not once per target (N²)."""
+    from bake.plan.compose import declared_python
+    from bake.plan.stage import Stage
+
+    class Counting(dict):
+        looked = 0
+
+        def get(self, key, default=None):
+            Counting.looked += 1
+            return super().get(key, default)
+
+    n = 3000
+    stages = Counting({f"s{i}": Stage(name=f"s{i}", context="/ctx", parent=f"s{i - 1}" if i else None,
+                                      python="3.11" if i == 0 else None) for i in range(n)})
+    names = list(stages) if order == "parents first" else list(reversed(stages))
+    known: dict = {}
+    assert [declared_python(stages[name], stages, known) for name in names] == [("3.11", "s0")] * n
+    assert Counting.looked <= n
+    assert declared_python(stages["s2999"], stages) == ("3.11", "s0")  # alone, the whole walk as before
+    loop = {"a": Stage(name="a", context="/ctx", parent="b"), "b": Stage(name="b", context="/ctx", parent="a")}
+    assert declared_python(loop["a"], loop, {}) is None  # a cycle of parents declares nothing

@@ -218,21 +218,36 @@ PYTHON_STAGE_ARG = "BAKE_PYTHON_STAGE"
 _PYTHON_AXIS = LazyPattern(r"3\.[0-9]{1,2}(?:\.[0-9]{1,3})?")
 
 
-def declared_python(stage: Stage, stages: Mapping[str, Stage]) -> Optional[Tuple[str, str]]:
+def declared_python(stage: Stage, stages: Mapping[str, Stage],
+                    known: Optional[Dict[str, Optional[Tuple[str, str]]]] = None) -> Optional[Tuple[str, str]]:
     """``(version, stage name)``: the Python ``stage``'s image is declared to have, and the stage
     that declares it: its own ``python``, else its nearest parent's (a concrete variant's one-value
-    ``python`` axis counts too). ``None`` when no stage of its chain (``stages``, by name) says."""
+    ``python`` axis counts too). ``None`` when no stage of its chain (``stages``, by name) says.
+
+    :param known: stage name → its answer, from earlier calls on the same ``stages``: the walk up
+        the parents stops at a stage found there, and each stage it passed is added. Composing asks
+        it of every target; walking to the root each time cost a chain N stages deep N² steps.
+    """
+    known = {} if known is None else known
     seen = set()
+    answer = None
     current: Optional[Stage] = stage
-    while current is not None and current.name not in seen:
+    while current is not None and current.name not in seen:  # (a cycle of parents declares nothing)
+        if current.name in known:
+            answer = known[current.name]
+            break
         seen.add(current.name)
         if current.python:
-            return current.python, current.name
+            answer = current.python, current.name
+            break
         values = (current.variants or {}).get("python") or ()
         if len(values) == 1 and isinstance(values[0], str) and _PYTHON_AXIS.fullmatch(values[0]):
-            return values[0], current.name
+            answer = values[0], current.name
+            break
         current = stages.get(current.parent) if current.parent else None
-    return None
+    for name in seen:
+        known[name] = answer
+    return answer
 
 
 def _instructions(dockerfile: str) -> str:
@@ -607,6 +622,7 @@ class _Context:
         self.suffix = f"-{options.arch}" if options.arch else ""
         self._keys: Dict[Tuple[str, str], str] = {}
         self._args: Tuple[Optional[str], dict] = (None, {})  # the stage whose targets are being made, its args
+        self.pythons: Dict[str, Optional[Tuple[str, str]]] = {}  # stage name → declared_python's answer
         self.watching = False  # composing again to find a plugin that changes finished targets
         # The same text in every target, made once (38,500 copies of each for 20,000 stages).
         self.created = f"{options.date.isoformat()}T00:00:00Z"
@@ -772,7 +788,7 @@ def _target(stage: Stage, tname: str, flavor: str, platforms: List[str], ctx: _C
     args.setdefault("SOURCE_DATE_EPOCH", ctx.epoch)
     if PIP_LOCK in contexts and flavor == FLAVOR_FINAL:
         args[LOCKED_ARG] = "1"  # bake-pip-finalize fails when the lock is not mounted
-    python = declared_python(stage, stages)
+    python = declared_python(stage, stages, ctx.pythons)
     if python is not None:  # bake-check-python compares it with the image's python3
         args[PYTHON_ARG], args[PYTHON_STAGE_ARG] = python
     target["args"] = args
