@@ -78,7 +78,8 @@ class ParentImage(NamedTuple):
         return self.digest
 
 
-@dataclasses.dataclass(frozen=True)
+# eq=False: nothing compares two; an __eq__ (and __hash__) over every field is more code Python compiles at import
+@dataclasses.dataclass(frozen=True, eq=False)
 class PlanOptions:
     """What the user asked for.
 
@@ -157,7 +158,8 @@ class PlanOptions:
         return arch_of(self.platforms[0]) if self.per_arch and len(self.platforms) == 1 else None
 
 
-@dataclasses.dataclass
+# eq=False: nothing compares two; an __eq__ over every field is more code Python compiles at import
+@dataclasses.dataclass(eq=False)
 class Composition:
     """A composed plan: ``plan`` in buildx's JSON shape, the chain of stages it came from (in
     build order), the requested stage names, every stage the plugins declared, and other bake

@@ -147,7 +147,8 @@ class Setting(NamedTuple):
     source: str
 
 
-@dataclasses.dataclass(frozen=True)
+# eq=False: nothing compares two; an __eq__ (and __hash__) over every field is more code Python compiles at import
+@dataclasses.dataclass(frozen=True, eq=False)
 class Settings:
     """Everything one command needs, merged and checked (:func:`gather`).
 
