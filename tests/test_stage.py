@@ -1,7 +1,10 @@
 """Validation of stages that share a build context: the directory is looked up once per
-collection, and each stage's own Dockerfile is still checked."""
+collection, and each stage's own Dockerfile is still checked. What a checked stage holds: the
+plugin's own dicts, not copies, and (Python 3.10+) its fields in slots, not an instance dict."""
 
 from __future__ import annotations
+
+import sys
 
 import pytest
 
@@ -71,3 +74,46 @@ def test_labels_holding_control_or_bidi_characters_are_refused(tmp_path, labels,
     assert "\x1b" not in str(err.value) and "\u202e" not in str(err.value)
     validate(Stage(name="a", context=tmp_path, labels={"org.example.note": "plain ünïcode"}), "p")
     validate(Stage(name="a", context=tmp_path, labels={"org.example.description": "two\nlines\tand a tab"}), "p")
+
+
+def test_one_collection_looks_up_a_context_its_stages_share_once(tmp_path, monkeypatch):
+    from bake import hookimpl
+    from bake.plan import validate as validate_module
+    from bake.plan.plugins import Hooks, get_plugin_manager
+
+    (tmp_path / "Dockerfile").write_text("FROM scratch\n")
+
+    class Family:
+        @hookimpl
+        def bake_plan_stages(self):
+            return [Stage(name=f"s{i}", context=str(tmp_path)) for i in range(20)]
+
+    looked = []
+    isdir = validate_module.os.path.isdir
+    monkeypatch.setattr(validate_module.os.path, "isdir", lambda path: looked.append(path) or isdir(path))
+    stages = Hooks(get_plugin_manager(load_entrypoints=False, plugins=[Family()])).collect_stages()
+    assert len(stages) == 20
+    assert looked.count(str(tmp_path)) == 1
+
+
+def test_a_checked_stage_keeps_the_plugins_own_dicts(tmp_path):
+    """Not a copy of each (a large family's mappings were held twice while it was collected);
+    a mapping that is not a dict becomes one."""
+    from types import MappingProxyType
+
+    (tmp_path / "Dockerfile").write_text("FROM scratch\n")
+    args, labels = {"A": "1"}, MappingProxyType({"l": "v"})
+    checked = validate(Stage(name="a", context=tmp_path, args=args, labels=labels), "p")
+    assert checked.args is args
+    assert type(checked.labels) is dict and checked.labels == {"l": "v"}
+    assert checked.variants == {} and checked.variant_args == {} and checked.arch_differences == {}
+
+
+@pytest.mark.skipif(sys.version_info < (3, 10), reason="dataclass slots are Python 3.10+")
+def test_the_stage_model_keeps_its_fields_in_slots():
+    """From 30 attributes on, an object's instance dict is one of its own (1.5 KB for a Stage's 31
+    fields): a 20,000-stage plan held 30 MB more, twice over while it was collected."""
+    from bake import ImageTest, Source
+
+    for obj in (Stage(name="a", context="/ctx"), Source("A", "https://example.com/a.git"), ImageTest("true")):
+        assert not hasattr(obj, "__dict__")
