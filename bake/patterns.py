@@ -31,7 +31,7 @@ class LazyPattern:
         self._flags = flags
 
     def __getattr__(self, name: str):  # only asked for what the object does not have yet
-        if name.startswith("__") or name not in _COMPILED + ("compiled",):
+        if name not in _COMPILED and name != "compiled":
             raise AttributeError(name)
         compiled = re.compile(self.pattern, self._flags)
         for attribute in _COMPILED:
