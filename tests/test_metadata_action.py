@@ -146,6 +146,11 @@ def _value(directory, body):
     (_bad_json, [], ["not JSON"]),
     (_two_targets, [], ["expected one target"]),
     (_tags_string, [], ["tags must be a list of strings"]),
+    # a tag no registry takes is bad input before publish asks the registry about it
+    (lambda p: _value(p, {"tags": ["ghcr.io/acme/pax:pr-1$(id)"]}), [],
+     ["target 'docker-metadata-action', tags: 'ghcr.io/acme/pax:pr-1$(id)' is not an image reference"]),
+    (lambda p: _value(p, {"tags": ["ghcr.io/acme/pax:" + "v" * 129]}), [],
+     ["target 'docker-metadata-action', tags: 'ghcr.io/acme/pax:vvv", "is not an image reference"]),
     (lambda p: meta_file(p / "m.json", target="jax"), [], ["target 'jax' is also a target or group of the plan"]),
     (lambda p: meta_file(p / "m.json"), ["--target", "upstream-t5x"], ["2 targets (upstream-pax, upstream-t5x)",
                                                                        "--metadata-targets"]),

@@ -30,6 +30,7 @@ from bake.documents import DocumentError, read_json
 from bake.errors import UsageError, did_you_mean
 from bake.plan.checks import string_fault
 from bake.plan.compose import CACHE_ONLY
+from bake.plan.names import check_reference
 from bake.plan.secrets import walk_strings
 
 DEFAULT_TARGET = "docker-metadata-action"
@@ -83,6 +84,11 @@ def read_bake_files(paths: Sequence[str]) -> MetadataFiles:
         file_tags = body.get("tags") or []  # metadata-action writes null when no tag applies
         if not isinstance(file_tags, list) or not all(isinstance(t, str) for t in file_tags):
             raise UsageError(f"{where}: target '{name}': tags must be a list of strings")
+        for tag in file_tags:  # what a plan's own tags must be, before a registry is asked about them
+            try:
+                check_reference(tag)  # [host[:port]/]path[:tag][@digest], the tag as registries take it
+            except ValueError as err:
+                raise UsageError(f"{where}: target '{name}', tags: {err}") from None
         file_labels = body.get("labels") or {}
         if not isinstance(file_labels, dict) or not all(isinstance(v, str) for v in file_labels.values()):
             raise UsageError(f"{where}: target '{name}': labels must be an object of strings")
