@@ -1011,6 +1011,34 @@ def _raise_if_unanswered(err, what: str, ref: str, timeout_s: float) -> None:
         check_builder(builder, "BUILDX_BUILDER")
 
 
+def _registry_call(argv: Sequence[str], what: str, ref: str, timeout_s: float) -> Tuple[Optional[str], str]:
+    """Run ``docker ARGV`` (``ARGV`` starting with ``buildx``, :func:`_buildx_words`) within
+    ``timeout_s`` seconds: ``(its output, "")``, or ``(None, buildx's last line)`` when buildx
+    refused; the one runner of :func:`image_digest`, :func:`all_resolve`, :func:`index_annotations`
+    and :func:`create_manifest`.
+
+    :param what: names the call in the error line when the registry did not answer (``cannot check REF``).
+    :raises RegistryError: the registry did not answer within ``timeout_s``.
+    :raises EngineError: the docker CLI or its buildx plugin is missing.
+    """
+    from python_on_whales import DockerException
+    from python_on_whales.client_config import ClientNotFoundError
+    from python_on_whales.utils import run
+
+    try:
+        return run(_buildx_words(timeout_s, argv)), ""
+    except DockerException as err:
+        _raise_if_unanswered(err, what, ref, timeout_s)
+        return None, _last_line(err)
+    except (FileNotFoundError, ClientNotFoundError) as err:
+        raise EngineError(f"the docker CLI was not found: {err}") from None
+
+
+def _not_found(refused: str) -> bool:
+    """Whether buildx's last line says the registry has no such image (not another refusal)."""
+    return refused.endswith("not found") or "manifest unknown" in refused or "name unknown" in refused.lower()
+
+
 def image_exists(ref: str, timeout_s: float = REGISTRY_TIMEOUT_S) -> bool:
     """True when ``ref`` resolves in its registry (:func:`image_digest`).
 
@@ -1030,20 +1058,11 @@ def image_digest(ref: str, timeout_s: float = REGISTRY_TIMEOUT_S) -> Optional[st
     :raises RegistryError: the registry did not answer, or not in time (not the same as "not found").
     :raises EngineError: the docker CLI is missing.
     """
-    from python_on_whales import DockerException
-    from python_on_whales.client_config import ClientNotFoundError
-    from python_on_whales.utils import run
-
-    try:
-        out = run(_buildx_words(timeout_s, imagetools_inspect_command(ref)))
-    except DockerException as err:
-        _raise_if_unanswered(err, f"cannot check {ref}", ref, timeout_s)
-        last = _last_line(err)
-        if last.endswith("not found") or "manifest unknown" in last or "name unknown" in last.lower():
+    out, refused = _registry_call(imagetools_inspect_command(ref), f"cannot check {ref}", ref, timeout_s)
+    if out is None:
+        if _not_found(refused):
             return None
-        raise RegistryError(f"cannot check {ref}: {last}") from None
-    except (FileNotFoundError, ClientNotFoundError) as err:
-        raise EngineError(f"the docker CLI was not found: {err}") from None
+        raise RegistryError(f"cannot check {ref}: {refused}")
     try:
         return json.loads(out)["digest"]
     except (ValueError, KeyError, TypeError):
@@ -1061,20 +1080,11 @@ def all_resolve(refs: Sequence[str], timeout_s: float = REGISTRY_TIMEOUT_S) -> b
     :raises RegistryError: the registry did not answer within ``timeout_s``.
     :raises EngineError: the docker CLI or its buildx plugin is missing.
     """
-    from python_on_whales import DockerException
-    from python_on_whales.client_config import ClientNotFoundError
-    from python_on_whales.utils import run
-
     if not refs:
         return True
-    try:
-        run(_buildx_words(timeout_s, imagetools_resolve_command(refs)))
-    except DockerException as err:
-        _raise_if_unanswered(err, f"cannot check {refs[0]} and {len(refs) - 1} more", refs[0], timeout_s)
-        return False
-    except (FileNotFoundError, ClientNotFoundError) as err:
-        raise EngineError(f"the docker CLI was not found: {err}") from None
-    return True
+    out, _ = _registry_call(imagetools_resolve_command(refs), f"cannot check {refs[0]} and {len(refs) - 1} more",
+                            refs[0], timeout_s)
+    return out is not None
 
 
 def index_annotations(ref: str, timeout_s: float = REGISTRY_TIMEOUT_S) -> Optional[Dict[str, str]]:
@@ -1086,20 +1096,12 @@ def index_annotations(ref: str, timeout_s: float = REGISTRY_TIMEOUT_S) -> Option
     :raises RegistryError: the registry did not answer, or not in time, or gave no JSON.
     :raises EngineError: the docker CLI is missing.
     """
-    from python_on_whales import DockerException
-    from python_on_whales.client_config import ClientNotFoundError
-    from python_on_whales.utils import run
-
-    try:
-        out = run(_buildx_words(timeout_s, ["buildx", "imagetools", "inspect", "--raw", ref]))
-    except DockerException as err:
-        _raise_if_unanswered(err, f"cannot read {ref}", ref, timeout_s)
-        last = _last_line(err)
-        if last.endswith("not found") or "manifest unknown" in last or "name unknown" in last.lower():
+    out, refused = _registry_call(["buildx", "imagetools", "inspect", "--raw", ref], f"cannot read {ref}", ref,
+                                  timeout_s)
+    if out is None:
+        if _not_found(refused):
             return None
-        raise RegistryError(f"cannot read {ref}: {last}") from None
-    except (FileNotFoundError, ClientNotFoundError) as err:
-        raise EngineError(f"the docker CLI was not found: {err}") from None
+        raise RegistryError(f"cannot read {ref}: {refused}")
     try:
         notes = json.loads(out).get("annotations") or {}
     except (ValueError, AttributeError):
@@ -1118,16 +1120,11 @@ def create_manifest(tag: str, sources: Sequence[str], timeout_s: float = REGISTR
         gate's outcome so).
     :raises RegistryError: the registry refused it or did not answer in time.
     """
-    from python_on_whales import DockerException
-    from python_on_whales.utils import run
-
-    try:  # what publish --dry-run prints (docker buildx …), the plugin run directly
-        run(_buildx_words(timeout_s, imagetools_create_command(tag, sources, annotations)))
-    except DockerException as err:
-        _raise_if_unanswered(err, f"imagetools create {tag} failed", tag, timeout_s)
-        raise RegistryError(f"imagetools create {tag} failed: {_last_line(err)}") from None
-    except FileNotFoundError as err:
-        raise EngineError(f"the docker CLI was not found: {err}") from None
+    # what publish --dry-run prints (docker buildx …), the plugin run directly
+    out, refused = _registry_call(imagetools_create_command(tag, sources, annotations),
+                                  f"imagetools create {tag} failed", tag, timeout_s)
+    if out is None:
+        raise RegistryError(f"imagetools create {tag} failed: {refused}")
 
 
 TEST_LINE_BYTES = 4096
