@@ -133,6 +133,22 @@ def test_the_one_pass_token_search_finds_what_the_patterns_find(parts):
     assert bool(_ANY_TOKEN.search(text)) == alone
 
 
+@pytest.mark.parametrize("index", range(12))
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_every_token_pattern_match_holds_a_clue(index, data):
+    """The cheap first look (_TOKEN_CLUES: substrings, before any pattern runs) lets through
+    whatever any token pattern matches: a match drawn from each pattern holds a clue."""
+    from bake.plan.secrets import _URL_PATTERNS, VALUE_PATTERNS, _has_clue, _patterns_for
+
+    tokens = [p.pattern for _, p in VALUE_PATTERNS if p not in _URL_PATTERNS]
+    assert len(tokens) == 12  # a new pattern: add it to the range above
+    pattern = tokens[index].replace(r"\b", "")  # hypothesis draws no word boundaries; they only narrow a match
+    token = data.draw(st.from_regex(pattern, fullmatch=True))
+    assert _has_clue(token)
+    assert _patterns_for(" " + token + " ")
+
+
 # --- the plans are the bytes they were ----------------------------------------------------------
 
 # sha256 of the plans the code before the planning speed-ups wrote, the install's paths replaced by

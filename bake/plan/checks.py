@@ -27,6 +27,7 @@ import ast
 import math
 import os.path
 import unicodedata
+from functools import lru_cache
 from typing import AbstractSet, Callable, Iterator, Mapping, Optional, Sequence, Tuple
 
 from bake.errors import PluginError, StageError, did_you_mean
@@ -308,6 +309,11 @@ def _entries(value) -> bool:
         for v in value)
 
 
+@lru_cache(maxsize=4096)  # a family repeats its arg names in every target
+def _is_arg_name(name: str) -> bool:
+    return ARG_NAME.match(name) is not None
+
+
 def _valid(check: Callable[[str], object], value: str) -> bool:
     try:
         check(value)
@@ -324,7 +330,7 @@ _KIND_OK: Mapping[str, Callable[[object], bool]] = {
     "entries": _entries,
     "context": lambda v: isinstance(v, str) and check_context(v) is None,
     "contexts": lambda v: _str_map(v) and all(check_context(x) is None for x in v.values()),
-    "args": lambda v: _str_map(v) and all(ARG_NAME.match(k) for k in v),
+    "args": lambda v: _str_map(v) and all(map(_is_arg_name, v)),
     "labels": _str_map,
     "tags": lambda v: _strs(v) and all(_valid(check_reference, t) for t in v),
     "platforms": lambda v: _strs(v) and bool(v) and all(_valid(check_platform, p) for p in v),

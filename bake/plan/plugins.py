@@ -181,6 +181,8 @@ class Hooks:
         self.pm = pm
         # While watching (watching()): target name -> (the live target, a copy of it when finished).
         self._watched: Optional[Dict[str, Tuple[dict, dict]]] = None
+        # Hook name → (its implementations when last called, its wrappers among them).
+        self._impls: Dict[str, Tuple[list, list]] = {}
         self.platforms_by: Dict[str, Optional[str]] = {}
         """Stage name → the plugin whose ``bake_plan_platforms`` answered for it (:meth:`platforms`)."""
 
@@ -226,30 +228,32 @@ class Hooks:
         :raises PluginError: an implementation or a wrapper raised, returned an answer to an
             ``in_place`` hook, or changed a finished target (:meth:`watching`).
         """
-        stage = kwargs.get("stage")
-        where = f" for stage '{stage.name}'" if stage is not None else ""
-        if "name" in kwargs:
-            where += f", target '{kwargs['name']}'"
         caller = getattr(self.pm.hook, hook)
         impls = caller.get_hookimpls()
-        wrappers = [impl for impl in impls if impl.hookwrapper or impl.wrapper]
-        for impl in impls:
-            if impl not in wrappers and not getattr(impl.function, _GUARDED, False):
-                impl.function = _guarded(impl)
-        call = _Call(self, hook, where, observe, in_place, wrappers)
+        known = self._impls.get(hook)
+        if known is None or known[0] != impls:  # a plugin registered since: guard its implementations
+            for impl in impls:
+                if not (impl.hookwrapper or impl.wrapper) and not getattr(impl.function, _GUARDED, False):
+                    impl.function = _guarded(impl)
+            known = self._impls[hook] = (impls, [impl for impl in impls if impl.hookwrapper or impl.wrapper])
+        wrappers = known[1]
+        call = _Call(self, hook, kwargs, observe, in_place, wrappers)
         _CALLS.append(call)
+        # What plugins print goes to stderr (_stdout_to_stderr), swapped here by hand: this runs
+        # for each of a large plan's tens of thousands of hook calls.
+        stdout, sys.stdout = sys.stdout, sys.stderr
         try:
-            with _stdout_to_stderr():
-                answer = caller(**kwargs)
+            answer = caller(**kwargs)
         except (PluginError, KeyboardInterrupt):
             raise
         except BaseException as err:  # raised by a wrapper (a plain implementation's is a PluginError)
             who = f"plugin '{call.wrapper_label}'" if len(wrappers) == 1 else "a plugin (through a hook wrapper)"
-            raise PluginError(f"{who} raised {type(err).__name__} in {hook}{where}: {one_line(str(err))}") from None
+            raise PluginError(f"{who} raised {type(err).__name__} in {hook}{call.where}: {one_line(str(err))}") from None
         finally:
+            sys.stdout = stdout
             _CALLS.pop()
         if wrappers:  # what a wrapper changed after its implementations returned
-            self._after(None, hook, where, observe)
+            self._after(None, hook, call.where, observe)
         return answer, call
 
     def _call(self, hook: str, firstresult: bool = False, observe: Optional[Callable[[Optional[str]], None]] = None,
@@ -420,11 +424,27 @@ class _Call:
     """One hook call under way through pluggy: what the guarded implementations need to name
     their plugin in a failure, and the answers they gave, ``[(plugin, answer)]``."""
 
-    def __init__(self, hooks: "Hooks", hook: str, where: str, observe, in_place: bool, wrappers: list):
-        self.hooks, self.hook, self.where, self.observe, self.in_place = hooks, hook, where, observe, in_place
+    __slots__ = ("hooks", "hook", "kwargs", "observe", "in_place", "wrappers", "answers")
+
+    def __init__(self, hooks: "Hooks", hook: str, kwargs: dict, observe, in_place: bool, wrappers: list):
+        self.hooks, self.hook, self.kwargs, self.observe, self.in_place = hooks, hook, kwargs, observe, in_place
+        self.wrappers = wrappers
         self.answers: List[Tuple[str, object]] = []
-        labels = [plugin_label(impl) for impl in wrappers]
-        self.wrapper_label = labels[0] if len(labels) == 1 else THROUGH_A_WRAPPER
+
+    @property
+    def where(self) -> str:
+        """What an error line says of the call after the hook's name: ``" for stage 's', target 't'"``
+        (made only when a line needs it)."""
+        stage = self.kwargs.get("stage")
+        where = f" for stage '{stage.name}'" if stage is not None else ""
+        if "name" in self.kwargs:
+            where += f", target '{self.kwargs['name']}'"
+        return where
+
+    @property
+    def wrapper_label(self) -> str:
+        """How error lines name the hook wrapper: its plugin, or :data:`THROUGH_A_WRAPPER` for several."""
+        return plugin_label(self.wrappers[0]) if len(self.wrappers) == 1 else THROUGH_A_WRAPPER
 
     @property
     def names(self) -> Dict[str, str]:
@@ -443,12 +463,12 @@ def _guarded(impl) -> Callable:
     made to a watched target is checked (:meth:`Hooks._after`); called otherwise (``pm.hook`` by a
     library user), it is the function itself."""
     function = impl.function
+    plugin = plugin_label(impl)
 
     def guard(*args):
         call = _CALLS[-1] if _CALLS else None
         if call is None:
             return function(*args)
-        plugin = plugin_label(impl)
         try:
             answer = function(*args)
         except KeyboardInterrupt:
@@ -463,7 +483,8 @@ def _guarded(impl) -> Callable:
         except BaseException as err:  # SystemExit, GeneratorExit: still the plugin's, one line
             raise PluginError(f"plugin '{plugin}' raised {type(err).__name__} in {call.hook}{call.where}: {err}"
                               f"{disable_hint(impl.plugin_name)}") from None
-        call.hooks._after(plugin, call.hook, call.where, call.observe)
+        if call.observe is not None or call.hooks._watched:
+            call.hooks._after(plugin, call.hook, call.where, call.observe)
         if answer is not None:
             if call.in_place:
                 raise PluginError(f"plugin '{plugin}' returned {type(answer).__name__} from {call.hook}{call.where}: "

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import shlex
 import string
+from functools import lru_cache
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -125,6 +126,7 @@ def _hcl_escape_char(match: "re.Match[str]") -> str:
     return _HCL_ESCAPES.get(ch) or f"\\u{ord(ch):04x}"
 
 
+@lru_cache(maxsize=16384)  # a plan repeats most of its strings (names, platforms, paths) in every target
 def hcl_string(value: str) -> str:
     """A quoted HCL string literal whose value is exactly ``value``."""
     # Most values need neither step; checking first halves the cost of rendering a large plan.
@@ -138,16 +140,19 @@ def hcl_string(value: str) -> str:
 def _hcl_value(value, indent: str) -> str:
     if isinstance(value, str):
         return hcl_string(value)
+    # Strings, most of a plan's values, are quoted where they are met, not in a call of their own.
     if isinstance(value, list):
         if not value:
             return "[]"
         inner = indent + "  "
-        return "[\n" + "".join([f"{inner}{_hcl_value(v, inner)},\n" for v in value]) + f"{indent}]"
+        return "[\n" + "".join([f"{inner}{hcl_string(v) if type(v) is str else _hcl_value(v, inner)},\n"
+                                 for v in value]) + f"{indent}]"
     if isinstance(value, dict):
         if not value:
             return "{}"
         inner = indent + "  "
-        body = "".join([f"{inner}{hcl_string(k)} = {_hcl_value(v, inner)}\n" for k, v in value.items()])
+        body = "".join([f"{inner}{hcl_string(k)} = {hcl_string(v) if type(v) is str else _hcl_value(v, inner)}\n"
+                        for k, v in value.items()])
         return "{\n" + body + indent + "}"
     if isinstance(value, bool):
         return "true" if value else "false"
