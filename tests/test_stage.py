@@ -96,15 +96,11 @@ def test_one_collection_looks_up_a_context_its_stages_share_once(tmp_path, monke
     assert looked.count(str(tmp_path)) == 1
 
 
-def test_a_checked_stage_keeps_the_plugins_own_dicts(tmp_path):
-    """Not a copy of each (a large family's mappings were held twice while it was collected);
-    a mapping that is not a dict becomes one."""
+def test_a_mapping_that_is_not_a_dict_becomes_one(tmp_path):
     from types import MappingProxyType
 
     (tmp_path / "Dockerfile").write_text("FROM scratch\n")
-    args, labels = {"A": "1"}, MappingProxyType({"l": "v"})
-    checked = validate(Stage(name="a", context=tmp_path, args=args, labels=labels), "p")
-    assert checked.args is args
+    checked = validate(Stage(name="a", context=tmp_path, labels=MappingProxyType({"l": "v"})), "p")
     assert type(checked.labels) is dict and checked.labels == {"l": "v"}
     assert checked.variants == {} and checked.variant_args == {} and checked.arch_differences == {}
 
@@ -117,3 +113,16 @@ def test_the_stage_model_keeps_its_fields_in_slots():
 
     for obj in (Stage(name="a", context="/ctx"), Source("A", "https://example.com/a.git"), ImageTest("true")):
         assert not hasattr(obj, "__dict__")
+
+
+def test_each_checked_stage_holds_mappings_of_its_own(tmp_path):
+    """A plugin that hands one dict to several stages, or changes it after returning them, changes
+    no checked stage: validate copies each mapping."""
+    (tmp_path / "Dockerfile").write_text("FROM scratch\n")
+    shared_args, shared_labels = {"MODE": "fast"}, {"org.example.team": "a"}
+    first = validate(Stage(name="a", context=tmp_path, args=shared_args, labels=shared_labels), "p")
+    second = validate(Stage(name="b", context=tmp_path, args=shared_args, labels=shared_labels), "p")
+    first.args["MODE"] = "slow"  # in place, as a careless hook might
+    shared_labels["org.example.team"] = "b"
+    assert second.args == {"MODE": "fast"} and shared_args == {"MODE": "fast"}
+    assert first.labels == second.labels == {"org.example.team": "a"}

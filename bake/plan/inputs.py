@@ -235,6 +235,11 @@ def _context(value: str, digest_of, hasher: Hasher) -> str:
     return "tree " + tree if tree is not None else "text " + value
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+"""How a target's inputs become the text that is hashed: keys sorted, no spaces, text as it is
+(one encoder for every target, as ``json.dumps`` with these options would make one per call)."""
+
+
 def input_digests(targets: Mapping[str, dict], hasher: Optional[Hasher] = None,
                   resolved: Optional[Mapping[str, Optional[str]]] = None) -> Dict[str, str]:
     """Each target's input digest, ``sha256:<64 hex>`` (see the module's docstring for what
@@ -259,8 +264,7 @@ def input_digests(targets: Mapping[str, dict], hasher: Optional[Hasher] = None,
         if name not in targets or name in visiting:  # outside the plan, or a cycle buildx refuses
             return "name " + name
         visiting.add(name)
-        body = json.dumps(_inputs(targets[name], digest_of, hasher, resolved), sort_keys=True, separators=(",", ":"),
-                          ensure_ascii=False)
+        body = _CANONICAL.encode(_inputs(targets[name], digest_of, hasher, resolved))
         visiting.discard(name)
         done[name] = "sha256:" + hashlib.sha256(body.encode("utf-8", "surrogateescape")).hexdigest()
         return done[name]

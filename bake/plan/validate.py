@@ -367,9 +367,9 @@ def _check_mapping(stage, fld, fail, key_re):
             raise fail(fld, f"key {key!r} is not a valid name")
         if not isinstance(item, str):
             raise fail(fld, f"value of {key!r} is {type(item).__name__}, expected str")
-    # A plain dict is kept (the stage it came in is replaced by the one validate returns): a copy of
-    # each mapping of each stage held a large family's mappings twice. Another Mapping becomes a dict.
-    return value if type(value) is dict else dict(value)
+    # A copy: a checked stage holds mappings of its own, so one a plugin hands to several stages,
+    # or changes later, changes no checked stage (the plugin's originals are freed with its stages).
+    return dict(value)
 
 
 def _check_seq(stage, fld, fail, item_type):
