@@ -115,11 +115,12 @@ def credential_value(value: str) -> Optional[str]:
     return None
 
 
-_TOKEN_CLUES = ("_", "A", "-----BEGIN", "gl", "xox", "sk-", "eyJ")
-"""Text a token pattern's match always holds, one of these: ``_`` (GitHub, Hugging Face, npm,
-Docker Hub), ``A`` (AWS, Google, PyPI), and the others' own prefixes. Looking for them is a few
-substring searches, several times cheaper than :data:`_ANY_TOKEN` on the strings of a large plan,
-most of which hold none (``tests/test_scale.py`` checks every pattern's matches hold a clue)."""
+_TOKEN_CLUES = ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "gl", "A", "xox", "hf_", "npm_", "dckr_pat_",
+                "sk-", "eyJ", "-----BEGIN")
+"""Text a token pattern's match always holds, one of these: each pattern's own prefix, or ``A`` for
+AWS (``AKIA``…), Google (``AIza``) and PyPI (``pypi-AgE``). Looking for them is a few substring
+searches, several times cheaper than :data:`_ANY_TOKEN` on the strings of a large plan, most of
+which hold none (``tests/test_scale.py`` checks every pattern's matches hold a clue)."""
 
 
 def _has_clue(text: str) -> bool:
