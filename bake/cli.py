@@ -38,6 +38,18 @@ SHELLS = ("bash", "zsh")
 
 
 class _Parser(argparse.ArgumentParser):
+    building = False
+    """True while :func:`build_parser` adds the options (see :meth:`_get_formatter`)."""
+
+    def _get_formatter(self):
+        # argparse makes a help formatter for each option it adds (to try its metavar), and each
+        # formatter asks the terminal's width through shutil, whose import (bz2, lzma) is about 4 ms
+        # of a plan's start. While the parser is built, that try gets a fixed width; help, usage
+        # and error lines are formatted later, at the terminal's width.
+        if _Parser.building:
+            return self.formatter_class(prog=self.prog, width=80)
+        return super()._get_formatter()
+
     def error(self, message: str):  # argparse's own errors: one line, exit 2
         command = self.prog.split(" ", 1)[1] if " " in self.prog else ""
         raise UsageError(f"{command}: {message}" if command else message)
@@ -227,6 +239,14 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
     :param only: build only this command's sub-parser (the one a command line names); ``None``:
         every command's, for ``--help`` and the completion script.
     """
+    _Parser.building = True
+    try:
+        return _build_parser(only)
+    finally:
+        _Parser.building = False
+
+
+def _build_parser(only: Optional[str]) -> argparse.ArgumentParser:
     parser = _Parser(prog="bake-plan", description="Turn a family of container images into a Docker Buildx bake plan.")
     parser.add_argument("--version", action="version", version=f"bake-plan {__version__}")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser, action=_OneCommand, only=only)

@@ -89,7 +89,8 @@ def write_atomic(path: str, text: Union[str, Iterable[str]], what: str = "the pl
         raise OutputError(f"cannot write {what} to {path}: it is a directory")
     try:
         mode = os.stat(path).st_mode
-    except OSError:
+    except OSError as err:
+        _refuse_a_loop(path, what, err)
         mode = None
     if mode is not None and not stat.S_ISREG(mode):
         try:
@@ -98,12 +99,24 @@ def write_atomic(path: str, text: Union[str, Iterable[str]], what: str = "the pl
         except OSError as err:
             raise OutputError(f"cannot write {what} to {path}: {err.strerror or err}") from None
         return
-    if target.is_symlink():
+    shown = path
+    if target.is_symlink():  # the file it points to is replaced; an error names the link and where it points
         target = Path(os.path.realpath(path))
+        shown = f"{path} (a symbolic link to {target})"
         path = str(target)
     mode = os.stat(path).st_mode & 0o777 if target.exists() else None
     data = text.encode("utf-8") if isinstance(text, str) else (part.encode("utf-8") for part in text)
-    replace_file(target, data, what, mode)
+    replace_file(target, data, what, mode, shown=shown)
+
+
+def _refuse_a_loop(path: str, what: str, err: OSError) -> None:
+    """A ``path`` that is a loop of symbolic links is refused (``ELOOP``), not replaced by a file:
+    the user named a link, and which file it meant cannot be known.
+
+    :raises OutputError: it is one; any other error is left to the write, which says it.
+    """
+    if err.errno == errno.ELOOP:
+        raise OutputError(f"cannot write {what} to {path}: {err.strerror} (a loop of symbolic links)") from None
 
 
 def check_writable(path: str, what: str = "the plan") -> None:
@@ -117,6 +130,10 @@ def check_writable(path: str, what: str = "the plan") -> None:
         return
     if os.path.isdir(path):
         raise OutputError(f"cannot write {what} to {path}: it is a directory")
+    try:
+        os.stat(path)
+    except OSError as err:
+        _refuse_a_loop(path, what, err)
     target = os.path.realpath(path) if os.path.islink(path) else path  # write_atomic replaces the link's file
     directory = os.path.dirname(target) or "."
     try:
@@ -134,11 +151,13 @@ def _regular_or_absent(path: str) -> bool:
         return True
 
 
-def replace_file(path: Path, data: Union[bytes, Iterable[bytes]], what: str, mode: Optional[int] = None) -> None:
+def replace_file(path: Path, data: Union[bytes, Iterable[bytes]], what: str, mode: Optional[int] = None,
+                 shown: Optional[str] = None) -> None:
     """Put ``data`` (bytes, or bytes in parts) at ``path`` whole or not at all: a temporary file
     beside it, then one ``os.replace`` (which replaces the name itself, a symlink there included).
 
     :param mode: the permission bits of the new file (default: ``0o666`` less the umask).
+    :param shown: how an error names the file (default ``path``): the link the user named.
     :raises OutputError: the directory is missing or not writable; the temporary file is removed.
     """
     directory = path.parent if str(path.parent) else Path(".")
@@ -154,7 +173,7 @@ def replace_file(path: Path, data: Union[bytes, Iterable[bytes]], what: str, mod
         os.replace(tmp_name, path)
         tmp_name = None
     except OSError as err:
-        raise OutputError(f"cannot write {what} to {path}: {err.strerror or err}") from None
+        raise OutputError(f"cannot write {what} to {shown or path}: {err.strerror or err}") from None
     finally:
         if tmp_name is not None:
             try:

@@ -232,6 +232,32 @@ def test_output_through_a_symlink_replaces_the_file_it_points_to(cli, tmp_path):
     assert (tmp_path / "plans" / "real.hcl").read_text().startswith("# docker-bake.hcl: written by bake-plan")
 
 
+def test_output_onto_a_loop_of_symlinks_is_refused_and_the_links_stay(cli, tmp_path):
+    """``-o`` naming a link in a loop (a -> b -> a): which file was meant cannot be known, so
+    nothing replaces the link; one line, exit 2, before any plan is made."""
+    (tmp_path / "a.hcl").symlink_to("b.hcl")
+    (tmp_path / "b.hcl").symlink_to("a.hcl")
+    proc = cli("--target", "jax", "-o", "a.hcl", cwd=tmp_path)
+    line = one_line_error(proc)
+    assert line.startswith("cannot write the plan to a.hcl: ") and "a loop of symbolic links" in line
+    assert (tmp_path / "a.hcl").is_symlink() and (tmp_path / "b.hcl").is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.hcl", "b.hcl"]
+
+
+def test_a_write_through_a_symlink_that_fails_names_the_link_and_its_target(tmp_path):
+    """The user named the link: the error line says it, and where it points."""
+    from bake.errors import OutputError
+    from bake.output import write_atomic
+
+    (tmp_path / "afile").write_text("a file, not a directory\n")
+    (tmp_path / "plan.hcl").symlink_to(tmp_path / "afile" / "real.hcl")
+    with pytest.raises(OutputError) as caught:
+        write_atomic(str(tmp_path / "plan.hcl"), "new\n")
+    assert str(caught.value) == (f"cannot write the plan to {tmp_path / 'plan.hcl'} (a symbolic link to "
+                                 f"{os.path.realpath(tmp_path / 'plan.hcl')}): Not a directory")
+    assert (tmp_path / "plan.hcl").is_symlink() and (tmp_path / "afile").read_text() == "a file, not a directory\n"
+
+
 def test_output_to_a_pipe_is_written_through(cli, tmp_path):
     """A FIFO (or /dev/stdout, /dev/null) is written to, not replaced by a regular file."""
     fifo = tmp_path / "plan.fifo"
@@ -401,7 +427,8 @@ def test_unknown_stage_field(cli, make_plugin, tmp_path):
 def test_missing_stage_field(cli, make_plugin, tmp_path):
     site = plugin_with(make_plugin, "    del fields['context']", name="no-context")
     proc = cli("--target", "odd", cwd=tmp_path, pythonpath=[site])
-    assert_one_line_error(proc, "plugin 'no-context': Stage() needs the field(s) 'context'", cwd=tmp_path)
+    assert_one_line_error(proc, "plugin 'no-context': Stage() needs the field(s) 'context'",
+                          'to run without it: plugins.disable = ["no-context"]', cwd=tmp_path)
 
 
 def test_unknown_source_field(cli, make_plugin, tmp_path):

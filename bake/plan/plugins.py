@@ -479,7 +479,7 @@ def _guarded(impl) -> Callable:
             if call.hook != "bake_plan_stages":
                 raise PluginError(f"plugin '{plugin}' raised TypeError in {call.hook}{call.where}: {err}"
                                   f"{disable_hint(impl.plugin_name)}") from None
-            raise PluginError(_constructor_error(plugin, err)) from None
+            raise PluginError(_constructor_error(plugin, err) + disable_hint(impl.plugin_name)) from None
         except BaseException as err:  # SystemExit, GeneratorExit: still the plugin's, one line
             raise PluginError(f"plugin '{plugin}' raised {type(err).__name__} in {call.hook}{call.where}: {err}"
                               f"{disable_hint(impl.plugin_name)}") from None
