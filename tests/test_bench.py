@@ -48,6 +48,9 @@ def test_bench_runs_once_at_a_tiny_size(tiny_run):
         assert float(row.group(4)) > 0 and float(row.group(5)) > 0
     assert "upstream-pax: bake-plan ≤ 0.8 × buildx" in out
     assert "- bake-plan: bake-plan " in out and "- buildx: " in out
+    speed = re.search(r"^- speed \(10⁷ additions in a Python loop, best of 3\): ([\d.]+) s before, ([\d.]+) s after$",
+                      out, re.M)
+    assert speed and 0 < float(speed.group(1)) < 60 and 0 < float(speed.group(2)) < 60, out
 
 
 @pytest.mark.buildx
