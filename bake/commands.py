@@ -9,12 +9,13 @@ so planning never pays for them.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import sys
 from pathlib import Path
-from typing import Optional, TextIO
+from typing import Iterator, Optional, TextIO
 
 from bake.api import FORMATS as DEFAULT_FILES
 from bake.api import make_plan, render_parts
@@ -52,8 +53,9 @@ def compose(settings: Settings, per_arch: bool = True) -> Composition:
 
         options = dataclasses.replace(options, wheelhouse=oci_layout(options.wheelhouse))
     pm = get_plugin_manager(blocked=settings.blocked_plugins)
-    composition = make_plan(options, pm, settings.stages, locks_dir=settings.locks_dir if settings.locked else None,
-                            targets_from=settings.where("targets"))
+    with _collector_paused():
+        composition = make_plan(options, pm, settings.stages, locks_dir=settings.locks_dir if settings.locked else None,
+                                targets_from=settings.where("targets"))
     if settings.metadata_bake_files:
         from bake.plan.metadata import inherit, read_bake_files
 
@@ -63,6 +65,23 @@ def compose(settings: Settings, per_arch: bool = True) -> Composition:
         if settings.locked:
             _note_unlocked_finals(settings, composition)
     return composition
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a plan is made, as it was before after. A plan
+    is millions of new dicts, lists and strings and no cycles; the collector walked them again
+    and again as they grew, about a sixth of the CPU of a 20,000-stage plan (the peak memory is
+    the same without it)."""
+    import gc
+
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _note_unlocked_finals(settings: Settings, composition: Composition) -> None:

@@ -291,3 +291,27 @@ def test_the_declared_python_of_a_deep_chain_walks_each_stage_once(order):
     assert declared_python(stages["s2999"], stages) == ("3.11", "s0")  # alone, the whole walk as before
     loop = {"a": Stage(name="a", context="/ctx", parent="b"), "b": Stage(name="b", context="/ctx", parent="a")}
     assert declared_python(loop["a"], loop, {}) is None  # a cycle of parents declares nothing
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_collector_is_off_while_a_plan_is_made_and_as_it_was_after(tmp_path, monkeypatch, enabled):
+    """The cyclic garbage collector walks a large plan's millions of new objects again and again
+    while it grows (no cycles to find): it is off while the plan is made, then as it was."""
+    import gc
+
+    from bake import commands
+    from bake.settings.merge import gather
+
+    monkeypatch.chdir(tmp_path)
+    seen = []
+    make_plan = commands.make_plan
+    monkeypatch.setattr(commands, "make_plan", lambda *a, **k: seen.append(gc.isenabled()) or make_plan(*a, **k))
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        composition = commands.compose(gather("plan", {"target": ["jax"]}, environ={"SOURCE_DATE_EPOCH": "86400"}))
+        after = gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert seen == [False] and after is enabled
+    assert "jax" in composition.plan["target"]
