@@ -1,4 +1,4 @@
-"""Issue 14, options and commands: each bad option or command is one line naming the option (or
+"""Options and commands: each bad option or command is one line naming the option (or
 the configuration key) it came from, exit status 2, nothing written; the subcommands offer only
 the options they use; a plan file's name is one buildx reads in the plan's format (checked with
 the real buildx); test runs keep stray installed plugins out; one reader of Dockerfile

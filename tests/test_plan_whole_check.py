@@ -1,4 +1,4 @@
-"""Issue 14, kinds 1 and 8: the finished plan is checked as a whole, and errors name the culprit.
+"""The finished plan is checked as a whole, and errors name the culprit.
 
 A plugin's ``bake_plan_adjust_target`` may change any attribute of a target, and (keeping a
 reference) even a target finished earlier; the configuration's stage overrides feed values too.
@@ -377,3 +377,28 @@ def test_through_a_hook_wrapper_the_error_names_the_plugin_that_changed_the_valu
     with pytest.raises(PluginError) as info:
         make_plan(PlanOptions(targets=("jax",), date=datetime.date(2026, 11, 29)), pm)
     assert str(info.value) == "plugin 'Bad', stage 'jax', target 'jax', pull: str 'yes' is not true or false"
+
+
+@pytest.mark.parametrize("where", ["tags", "cache-from"])
+def test_a_credential_in_a_value_too_long_to_show_whole_is_refused_as_one_never_shown(cli, make_plugin, tmp_path,
+                                                                                     where):
+    """A value an error line would cut short ('…'): the cut token would no longer look like one to
+    the line's redaction, so the credential check comes before every check that shows a value."""
+    value = f"localhost:5555/atk/jax:x {TOKEN}" if where == "tags" else f"type=registry,ref=x {TOKEN}"
+    site = adjuster(make_plugin, f"target[{where!r}] = [{value!r}]\n")
+    proc = cli("--target", "jax", cwd=tmp_path, pythonpath=[site])
+    line = error_line(proc)
+    assert "looks like a GitHub token" in line and SECRET_HINT in line
+    assert TOKEN[:12] not in line
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("key, value", [("k", "a\x1bb"), ("k", "right-to-left \u202e"), ("k\x01", "v")])
+def test_a_label_a_plugin_adds_with_a_control_character_is_refused_as_a_stages_own(cli, make_plugin, tmp_path,
+                                                                                  key, value):
+    site = adjuster(make_plugin, f"target['labels'][{key!r}] = {value!r}\n")
+    proc = cli("--target", "jax", cwd=tmp_path, pythonpath=[site])
+    line = error_line(proc)
+    assert line.startswith(ERR + "plugin 'adj', stage 'jax', target 'jax', labels[") and " holds " in line
+    assert "\x1b" not in line and "\u202e" not in line and "\x01" not in line
+    assert list(tmp_path.iterdir()) == []

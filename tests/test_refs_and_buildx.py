@@ -1,4 +1,4 @@
-"""Issue 14, kinds 7 and 9 and leftovers: one image however its reference is spelled; older buildx
+"""One image however its reference is spelled; older buildx
 told before building what it cannot build; parent reports that do not fit the plan; registry
 hosts, ports, dates and secret paths buildx would read otherwise.
 

@@ -1,4 +1,4 @@
-"""Issue 16, item 2 (linear to 20,000 stages): what the speed work must not change.
+"""Linear to 20,000 stages: what the speed work must not change.
 
 - ``--target`` flags are folded into one word before argparse (:func:`bake.cli.fold_targets`,
   argparse is quadratic in option strings): every command line parses to the same namespace, or

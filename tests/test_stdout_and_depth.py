@@ -1,4 +1,4 @@
-"""Issue 14, kinds 5 and 6: stdout that is not ours, and input nested or chained too deep.
+"""Stdout that is not ours, and input nested or chained too deep.
 
 Kind 5: a plugin writes to "stdout" every way a process can (``print``, ``sys.__stdout__``,
 ``os.write(1, …)``, a subprocess, an ``atexit`` handler); the real ``bake-plan`` console script's

@@ -1,4 +1,4 @@
-"""Issue 14, kinds 2 and 3: text that splits or spoofs, and secrets in places the checks did not look.
+"""Text that splits or spoofs, and secrets in places the checks did not look.
 
 - Every character ``str.splitlines`` splits on (pip reads requirement files with it) and NUL is
   refused wherever one line is expected, by one function (:mod:`bake.plan.text`); NUL is refused

@@ -37,11 +37,12 @@ from bake.plan.secrets import (
     SECRET_HINT,
     credential_name,
     credential_value,
+    redact,
     strings_in,
     walk_strings,
 )
 from bake.plan.stage import Stage
-from bake.plan.text import NUL, describe
+from bake.plan.text import NUL, describe, label_fault
 from bake.plan.validate import is_context_url
 
 # The kinds of value bake reads, by attribute (buildx bake/bake.go, ``Target``: its hcl tags).
@@ -238,6 +239,15 @@ def _check_target(stage: Stage, name: str, target: dict, culprit: Culprit, not_s
 
     if not isinstance(target, dict):
         raise PluginError(f"{where('')}: the target is {type(target).__name__}, not a mapping of attributes")
+    # A credential first, before any check that shows a value: a value cut short to fit an error
+    # line ('ghp_A1b2…') would no longer look like one to the redaction of that line.
+    texts = strings_in(target)
+    if any(map(credential_value, texts)):
+        for path, text in walk_strings(target):
+            what = credential_value(text)
+            if what:
+                attr, key = _path_parts(path)
+                raise StageError(redact(f"{where(attr, key)}, {path}: the value looks like {what}; {SECRET_HINT}"))
     for attr, value in target.items():
         kind = TARGET_ATTRIBUTES.get(attr) if isinstance(attr, str) else None
         if kind is None:
@@ -253,7 +263,6 @@ def _check_target(stage: Stage, name: str, target: dict, culprit: Culprit, not_s
     # Most targets are fine: their strings are checked without the paths an error would name
     # (a path per string is most of the cost of checking 38,500 targets), then walked again with
     # them only when something is wrong, in the same order, so the error is the same.
-    texts = strings_in(target)
     joined = "".join(texts)  # one test of all of them; string by string only for text that is not ASCII
     if NUL not in joined and (joined.isascii() or all(check_text(text) is None for text in texts)):
         strings: Sequence[Tuple[str, str]] = ()
@@ -270,13 +279,10 @@ def _check_target(stage: Stage, name: str, target: dict, culprit: Culprit, not_s
             if why:
                 raise StageError(f"{where(attr, key)}, {kind} '{key}' looks like a credential ({why}); {SECRET_HINT} "
                                  f"(if it is not one: --not-secret {key})")
-    if not any(map(credential_value, texts)):
-        return
-    for path, text in walk_strings(target):
-        what = credential_value(text)
-        if what:
-            attr, key = _path_parts(path)
-            raise StageError(f"{where(attr, key)}, {path}: the value looks like {what}; {SECRET_HINT}")
+    for key, value in target.get("labels", {}).items():  # as a stage's own labels are checked (validate)
+        why = label_fault(key, value)
+        if why:
+            raise StageError(f"{where('labels', key)}, labels[{key!r}]: holds {why}")
 
 
 _PATH = LazyPattern(r"([^\[ ]+)(?:\[('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\]| key ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"))?")

@@ -64,6 +64,17 @@ def line_fault(value: str) -> Optional[str]:
     return None
 
 
+_SURROGATES = "".join(map(chr, range(0xD800, 0xE000)))
+
+
+def label_fault(key: str, value: str) -> Optional[str]:
+    """What a label's key or value holds that an image's metadata must not (it is printed and
+    pushed): a control character or a bidirectional control, or ``None``. A value may span lines
+    (a description), as OCI labels do: tab, line feed and carriage return; a lone surrogate is
+    left to :func:`bake.plan.checks.check_text`, which names it."""
+    return control_fault(key, allow=_SURROGATES) or control_fault(value, allow=_SURROGATES + "\t\n\r")
+
+
 def control_fault(value: str, allow: str = "\t") -> Optional[str]:
     """Like :func:`line_fault`, for a value that is only ever printable text (a URL, a git ref, a
     requirement line): also any other control character, bidirectional control or lone

@@ -21,7 +21,7 @@ from bake.plan.names import (
     check_tag,
 )
 from bake.plan.stage import SOURCE_MODES, ImageTest, Source, Stage
-from bake.plan.text import control_fault, expansion_fault, git_fault, printable
+from bake.plan.text import control_fault, expansion_fault, git_fault, label_fault, printable
 from bake.plan.variants import check as check_variants
 
 KINDS = ("mealkit", "single")
@@ -30,7 +30,6 @@ _SOURCE_NAME = LazyPattern(r"[A-Z][A-Z0-9_]*\Z")
 _COMMIT = LazyPattern(r"[0-9a-fA-F]{40}\Z")
 _PYTHON = LazyPattern(r"3\.(?:0|[1-9][0-9]?)(?:\.(?:0|[1-9][0-9]{0,2}))?\Z")
 _GLIBC = LazyPattern(r"2\.(?:1[7-9]|[2-9][0-9])\Z")
-_SURROGATES = "".join(map(chr, range(0xD800, 0xE000)))
 _CONTEXT_NAME = LazyPattern(r"[A-Za-z0-9][A-Za-z0-9_./:-]*\Z")
 # Named-context values buildx takes as they are, rather than as a local directory.
 _CONTEXT_SCHEMES = ("target:", "docker-image://", "oci-layout://", "https://", "http://", "git@", "ssh://")
@@ -140,9 +139,7 @@ def validate(stage: object, plugin: str, checked_contexts: Optional[Set[Tuple[st
     args = _check_mapping(stage, "args", fail, key_re=ARG_NAME)
     labels = _check_mapping(stage, "labels", fail, key_re=None)
     for key, value in labels.items():  # printed and pushed as image metadata: no terminal controls, no bidi
-        # (a lone surrogate is left to the plan's check of text buildx would change, which names it);
-        # a value may span lines (a description), as OCI labels do: tab, line feed, carriage return
-        fault = control_fault(key, allow=_SURROGATES) or control_fault(value, allow=_SURROGATES + "\t\n\r")
+        fault = label_fault(key, value)
         if fault:
             raise fail("labels", f"label '{printable(key)}' holds {fault}")
     uses = _check_mapping(stage, "uses", fail, key_re=_CONTEXT_NAME)
