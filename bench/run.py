@@ -269,8 +269,9 @@ def machine() -> Dict[str, str]:
 
 def loop_seconds(best_of: int = 3) -> float:
     """How fast this machine runs Python right now: the best of ``best_of`` timings of a loop of
-    10⁷ additions, in seconds. Targets that are wall times (2,000 stages under 1 s) scale with
-    it; on the same machine it has moved between 0.5 s and 1.7 s from one day to the next."""
+    10⁷ additions in a function, in seconds. Targets that are wall times (2,000 stages under 1 s)
+    scale with it. (The same loop at module level, as figures of earlier days were taken, is
+    about 2.6 times slower: it moved between 0.94 s and 1.67 s on this machine within two days.)"""
     best = float("inf")
     for _ in range(best_of):
         start, total = time.perf_counter(), 0
